@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("machine", help="identify this GPU runner (asv machine name and fields)")
     s.add_argument("--write", action="store_true", help="write ~/.asv-machine.json for asv")
-    s.add_argument("--path", default=None, help="machine file to write (default ~/.asv-machine.json)")
+    s.add_argument(
+        "--path", default=None, help="machine file to write (default ~/.asv-machine.json)"
+    )
     s.add_argument("--name-only", action="store_true", help="print only the machine name")
     s.set_defaults(func=cmd_machine)
 

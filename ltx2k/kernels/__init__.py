@@ -1,0 +1,1 @@
+"""Triton kernels, one module per kernel, each ordered jit kernel -> configs -> launcher."""

@@ -1,0 +1,69 @@
+"""Input validation shared by the kernel launchers.
+
+Every failure is a ValueError (TypeError for non-tensors) that names the
+argument and shows what it actually got, because a kernel fed the wrong
+layout does not fail: it returns a silently wrong tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ltx2k.runtime import interpreter_requested
+
+# Fixed at import, like Triton's own choice of interpreter: the kernels were
+# decorated in one mode, and reading os.environ per call would also break
+# torch.compile(fullgraph=True) tracing.
+INTERPRET = interpreter_requested()
+
+
+def tensor(name: str, t: object) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return t
+
+
+def rank(name: str, t: torch.Tensor, n: int, layout: str) -> None:
+    if t.dim() != n:
+        raise ValueError(f"{name} must be {n}-D {layout}, got shape {tuple(t.shape)}")
+
+
+def dtype(name: str, t: torch.Tensor, allowed: tuple[torch.dtype, ...]) -> None:
+    if t.dtype not in allowed:
+        names = " or ".join(str(d).removeprefix("torch.") for d in allowed)
+        raise ValueError(f"{name} must be {names}, got {t.dtype} (shape {tuple(t.shape)})")
+
+
+def contiguous(name: str, t: torch.Tensor) -> None:
+    if not t.is_contiguous():
+        raise ValueError(
+            f"{name} must be contiguous, got shape {tuple(t.shape)} strides {t.stride()}"
+        )
+
+
+def unit_last_stride(name: str, t: torch.Tensor) -> None:
+    # The kernels vectorise along the last dim; any other stride would need a gather.
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(
+            f"{name} must have last-dim stride 1, got shape {tuple(t.shape)} strides {t.stride()}"
+        )
+
+
+def same_device(**tensors: torch.Tensor) -> torch.device:
+    devices = {name: t.device for name, t in tensors.items()}
+    first = next(iter(devices.values()))
+    if any(d != first for d in devices.values()):
+        shown = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise ValueError(f"all inputs must be on one device, got {shown}")
+    if first.type != "cuda" and not INTERPRET:
+        name = next(iter(devices))
+        raise ValueError(
+            f"{name} is on {first}; the Triton kernels need CUDA tensors "
+            "(or TRITON_INTERPRET=1 for the CPU interpreter)"
+        )
+    return first
+
+
+def in_range(name: str, value: int, lo: int, hi: int, what: str) -> None:
+    if not lo <= value <= hi:
+        raise ValueError(f"{what} {name}={value} is outside the supported range [{lo}, {hi}]")

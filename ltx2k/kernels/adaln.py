@@ -1,0 +1,139 @@
+"""AdaLN "values9": the nine scale/shift/gate tensors of an LTX-2 transformer block.
+
+``out[i] = bf16(table[i]) + timestep[..., i*D:(i+1)*D]``, added in bf16 (fp32
+add, one rounding), for ``i`` in 0..8 -- bit-identical to
+:func:`ltx2k.reference.ada_values9_reference`.
+
+One kernel, two allocation variants (the kernel is the same for both):
+
+- ``"separate"`` (the seed): 9 separate ``torch.empty`` outputs;
+- ``"slab"`` (optimized): one ``(9, B, S, D)`` allocation returned as 9
+  disjoint contiguous views (``unbind(0)``): one allocator call instead of 9.
+
+Supported: ``1 <= D <= 16384`` (one program holds a whole row of D).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ltx2k.kernels import _checks
+
+MAX_D = 16384
+N_VALUES = 9
+
+
+@triton.jit
+def _add_one(table_row, ts_row, out_row, cols, mask):
+    t = tl.load(table_row + cols, mask=mask, other=0.0)
+    v = tl.load(ts_row + cols, mask=mask, other=0.0)
+    # bf16(table) first: an fp32 table must round before the add, as `.to(bf16)` does.
+    t = t.to(tl.bfloat16).to(tl.float32)
+    tl.store(out_row + cols, (t + v.to(tl.float32)).to(tl.bfloat16), mask=mask)
+
+
+@triton.jit
+def _ada_values9_kernel(
+    # pointers: the table, the timestep, and one output per value (9 is fixed
+    # by the model; separate pointers let the same kernel serve both variants)
+    table_ptr,
+    ts_ptr,
+    o0,
+    o1,
+    o2,
+    o3,
+    o4,
+    o5,
+    o6,
+    o7,
+    o8,
+    # sizes and strides
+    D,
+    stride_table,
+    # meta-parameters
+    BLOCK_D: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)  # flattened (b, s); int64: 9*B*S*D can pass 2**31
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    ts = ts_ptr + row * (9 * D)
+    out = row * D
+    _add_one(table_ptr + 0 * stride_table, ts + 0 * D, o0 + out, cols, mask)
+    _add_one(table_ptr + 1 * stride_table, ts + 1 * D, o1 + out, cols, mask)
+    _add_one(table_ptr + 2 * stride_table, ts + 2 * D, o2 + out, cols, mask)
+    _add_one(table_ptr + 3 * stride_table, ts + 3 * D, o3 + out, cols, mask)
+    _add_one(table_ptr + 4 * stride_table, ts + 4 * D, o4 + out, cols, mask)
+    _add_one(table_ptr + 5 * stride_table, ts + 5 * D, o5 + out, cols, mask)
+    _add_one(table_ptr + 6 * stride_table, ts + 6 * D, o6 + out, cols, mask)
+    _add_one(table_ptr + 7 * stride_table, ts + 7 * D, o7 + out, cols, mask)
+    _add_one(table_ptr + 8 * stride_table, ts + 8 * D, o8 + out, cols, mask)
+
+
+def _alloc_separate(B: int, S: int, D: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    return tuple(
+        torch.empty((B, S, D), dtype=torch.bfloat16, device=device) for _ in range(N_VALUES)
+    )
+
+
+def _alloc_slab(B: int, S: int, D: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=device).unbind(0)
+
+
+VARIANTS = {"separate": _alloc_separate, "slab": _alloc_slab}
+
+
+def _validate(table: object, timestep: object, variant: str) -> tuple[int, int, int]:
+    table = _checks.tensor("scale_shift_table", table)
+    timestep = _checks.tensor("timestep", timestep)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    _checks.rank("scale_shift_table", table, 2, "[9, D]")
+    _checks.rank("timestep", timestep, 3, "[B, S, 9*D]")
+    if table.shape[0] != N_VALUES:
+        raise ValueError(f"scale_shift_table.shape[0] must be 9, got shape {tuple(table.shape)}")
+    _checks.dtype("scale_shift_table", table, (torch.bfloat16, torch.float32))
+    _checks.dtype("timestep", timestep, (torch.bfloat16,))
+    _checks.unit_last_stride("scale_shift_table", table)
+    _checks.contiguous("timestep", timestep)
+    _checks.same_device(scale_shift_table=table, timestep=timestep)
+    D = table.shape[1]
+    _checks.in_range("D", D, 1, MAX_D, "hidden size scale_shift_table.shape[1]")
+    B, S, last = timestep.shape
+    if last != N_VALUES * D:
+        raise ValueError(
+            f"timestep.shape[-1] must be 9*D = {N_VALUES * D} (D = scale_shift_table.shape[1]), "
+            f"got timestep {tuple(timestep.shape)}"
+        )
+    return B, S, D
+
+
+def ltx2_ada_values9(
+    scale_shift_table: torch.Tensor, timestep: torch.Tensor, *, variant: str = "slab"
+) -> tuple[torch.Tensor, ...]:
+    """Compute the nine AdaLN values. Bit-identical to the eager reference.
+
+    Args:
+        scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
+        timestep: ``[B, S, 9*D]`` bf16, contiguous.
+        variant: ``"slab"`` (default; one allocation) or ``"separate"`` (the seed).
+
+    Returns:
+        A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
+    """
+    B, S, D = _validate(scale_shift_table, timestep, variant)
+    outs = VARIANTS[variant](B, S, D, timestep.device)
+    if B * S == 0:
+        return outs
+    block_d = triton.next_power_of_2(D)
+    _ada_values9_kernel[(B * S,)](
+        scale_shift_table,
+        timestep,
+        *outs,
+        D,
+        scale_shift_table.stride(0),
+        BLOCK_D=block_d,
+        num_warps=min(8, max(1, block_d // 512)),
+    )
+    return outs

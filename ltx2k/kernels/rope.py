@@ -1,0 +1,209 @@
+"""Split rotary position embedding (LTX-2 layout) as one Triton kernel, two launch variants.
+
+Layout: ``x`` is ``[B, S, H*D]``; each head's ``D`` values are two halves
+``x1 = x[..., :D/2]`` and ``x2 = x[..., D/2:]``; ``cos``/``sin`` are
+``[B, H, S, D/2]``. Output::
+
+    out1 = bf16(x1 * cos) - x2 * sin
+    out2 = bf16(x2 * cos) + x1 * sin
+
+with the cos product rounded to bf16 first, the sine product and the sum in
+fp32, and one final rounding at the store -- the rounding order of the eager
+chain in :func:`ltx2k.reference.split_rotary_reference`.
+
+Variants are launch parameters of the same kernel, not copies of it:
+
+- ``"per_head"`` (the seed): grid ``(B*S, H)``, one head per program, 1 warp.
+- ``"blocked"`` (optimized): ``BLOCK_HEADS = min(16, next_pow2(H))`` heads per
+  program, grid ``(B*S, cdiv(H, BLOCK_HEADS))``, 2-D masks over
+  (heads, half-dim), ``num_warps = min(8, max(1, BLOCK_HEADS))``.
+
+Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from ltx2k.kernels import _checks
+
+MAX_HEADS = 1024
+MAX_HEAD_DIM = 512
+
+
+@triton.jit
+def _split_rope_kernel(
+    # pointers
+    x_ptr,
+    cos_ptr,
+    sin_ptr,
+    out_ptr,
+    # sizes
+    S,
+    H,
+    HALF,
+    # strides (x and out are contiguous [B*S, H*D]; cos/sin are read through their own strides)
+    stride_x_tok,
+    stride_cos_b,
+    stride_cos_h,
+    stride_cos_s,
+    stride_sin_b,
+    stride_sin_h,
+    stride_sin_s,
+    # meta-parameters: constexpr so the block is a compile-time shape, which lets
+    # Triton vectorise the half-dim loads (BLOCK_HALF contiguous bf16 per head)
+    BLOCK_HEADS: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
+    tok = tl.program_id(0)  # flattened (b, s)
+    head_block = tl.program_id(1)
+    # int64 row bases: B*S*H*D exceeds 2**31 for long videos
+    b = (tok // S).to(tl.int64)
+    s = (tok % S).to(tl.int64)
+
+    heads = head_block * BLOCK_HEADS + tl.arange(0, BLOCK_HEADS)
+    cols = tl.arange(0, BLOCK_HALF)
+    mask = (heads[:, None] < H) & (cols[None, :] < HALF)
+
+    x_row = x_ptr + tok.to(tl.int64) * stride_x_tok
+    out_row = out_ptr + tok.to(tl.int64) * stride_x_tok
+    first = heads[:, None] * (2 * HALF) + cols[None, :]
+    cs_cos = cos_ptr + b * stride_cos_b + s * stride_cos_s
+    cs_sin = sin_ptr + b * stride_sin_b + s * stride_sin_s
+
+    x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_row + first + HALF, mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(cs_cos + heads[:, None] * stride_cos_h + cols[None, :], mask=mask, other=0.0)
+    sn = tl.load(cs_sin + heads[:, None] * stride_sin_h + cols[None, :], mask=mask, other=0.0)
+    c = c.to(tl.float32)
+    sn = sn.to(tl.float32)
+
+    # The cos product is rounded to bf16 *before* the sine term is added, as the
+    # eager bf16 `split_x * cos` does; an FMA over the unrounded product would
+    # change output bits. The sine product of two bf16 values is exact in fp32,
+    # so whether the compiler contracts `- x2 * sn` into an FMA cannot matter.
+    c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
+    c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
+    out1 = c1 - x2 * sn
+    out2 = c2 + x1 * sn
+    tl.store(out_row + first, out1.to(tl.bfloat16), mask=mask)
+    tl.store(out_row + first + HALF, out2.to(tl.bfloat16), mask=mask)
+
+
+class LaunchConfig(NamedTuple):
+    block_heads: int
+    head_blocks: int  # grid dim 1
+    num_warps: int
+
+
+def _per_head(num_heads: int) -> LaunchConfig:
+    return LaunchConfig(block_heads=1, head_blocks=num_heads, num_warps=1)
+
+
+def _blocked(num_heads: int) -> LaunchConfig:
+    # 16 heads x D/2=64 bf16 = 2 KiB per operand per program: enough bytes in
+    # flight per program to cover HBM latency at production sizes, while a
+    # token's 32 heads still split over 2 programs for parallelism at small S.
+    bh = min(16, triton.next_power_of_2(num_heads))
+    return LaunchConfig(
+        block_heads=bh, head_blocks=triton.cdiv(num_heads, bh), num_warps=min(8, max(1, bh))
+    )
+
+
+VARIANTS: dict[str, Callable[[int], LaunchConfig]] = {
+    "per_head": _per_head,
+    "blocked": _blocked,
+}
+
+
+def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, int, int, int]:
+    x = _checks.tensor("x", x)
+    cos = _checks.tensor("cos", cos)
+    sin = _checks.tensor("sin", sin)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
+    _checks.rank("x", x, 3, "[B, S, H*D]")
+    _checks.rank("cos", cos, 4, "[B, H, S, D/2]")
+    _checks.rank("sin", sin, 4, "[B, H, S, D/2]")
+    if sin.shape != cos.shape:
+        raise ValueError(
+            f"sin.shape must equal cos.shape, got sin {tuple(sin.shape)} vs cos {tuple(cos.shape)}"
+        )
+    _checks.dtype("x", x, (torch.bfloat16,))
+    _checks.dtype("cos", cos, (torch.bfloat16,))
+    _checks.dtype("sin", sin, (torch.bfloat16,))
+    _checks.contiguous("x", x)
+    _checks.unit_last_stride("cos", cos)
+    _checks.unit_last_stride("sin", sin)
+    _checks.same_device(x=x, cos=cos, sin=sin)
+
+    B, S, HD = x.shape
+    cb, H, cs, half = cos.shape
+    if cb != B:
+        raise ValueError(f"cos.shape[0] (B) must equal x.shape[0]={B}, got cos {tuple(cos.shape)}")
+    if cs != S:
+        raise ValueError(f"cos.shape[2] (S) must equal x.shape[1]={S}, got cos {tuple(cos.shape)}")
+    _checks.in_range("H", H, 1, MAX_HEADS, "head count (cos.shape[1])")
+    if HD % H:
+        raise ValueError(
+            f"x.shape[2]={HD} is not a multiple of H=cos.shape[1]={H} (mismatched H); "
+            f"x {tuple(x.shape)}, cos {tuple(cos.shape)}"
+        )
+    D = HD // H
+    if D % 2:
+        raise ValueError(
+            f"head dim D = x.shape[2] / H = {HD}/{H} = {D} is odd; split RoPE needs even D"
+        )
+    _checks.in_range("D", D, 2, MAX_HEAD_DIM, "head dim")
+    if half != D // 2:
+        raise ValueError(
+            f"cos.shape[3] must be D/2 = {D // 2} (x.shape[2]={HD}, H={H}), got cos {tuple(cos.shape)}"
+        )
+    return B, S, H, D
+
+
+def apply_ltx2_split_rotary_emb(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, variant: str = "blocked"
+) -> torch.Tensor:
+    """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
+
+    Args:
+        x: ``[B, S, H*D]`` bf16, contiguous.
+        cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
+            (e.g. a transposed ``[B, S, H, D/2]`` view).
+        variant: ``"blocked"`` (default) or ``"per_head"`` (the seed kernel).
+
+    Returns:
+        A new ``[B, S, H*D]`` bf16 tensor.
+    """
+    B, S, H, D = _validate(x, cos, sin, variant)
+    out = torch.empty_like(x)
+    if B * S == 0:
+        return out
+    cfg = VARIANTS[variant](H)
+    half = D // 2
+    _split_rope_kernel[(B * S, cfg.head_blocks)](
+        x,
+        cos,
+        sin,
+        out,
+        S,
+        H,
+        half,
+        x.stride(1),
+        cos.stride(0),
+        cos.stride(1),
+        cos.stride(2),
+        sin.stride(0),
+        sin.stride(1),
+        sin.stride(2),
+        BLOCK_HEADS=cfg.block_heads,
+        BLOCK_HALF=triton.next_power_of_2(half),
+        num_warps=cfg.num_warps,
+    )
+    return out
