@@ -162,7 +162,8 @@ def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, i
     _checks.in_range("D", D, 2, MAX_HEAD_DIM, "head dim")
     if half != D // 2:
         raise ValueError(
-            f"cos.shape[3] must be D/2 = {D // 2} (x.shape[2]={HD}, H={H}), got cos {tuple(cos.shape)}"
+            f"cos.shape[3] must be D/2 = {D // 2} (x.shape[2]={HD}, H={H}), "
+            f"got cos {tuple(cos.shape)}"
         )
     return B, S, H, D
 
