@@ -1,0 +1,151 @@
+"""asv suite: both LTX-2 kernels, every variant, every shape.
+
+Metrics per (variant, shape):
+  time_device_cold   per-launch device time, inputs rotated past L2 (CUDA graph + events)
+  time_device_warm   the same with one resident input set
+  time_host_latency  wall time per call of the public function, one sync per batch
+  track_allocations  device allocations per call (lower is better)
+  track_pct_copy_bandwidth  minimum bytes / cold device time, % of this GPU's measured copy
+                     bandwidth (HIGHER is better: ltx2k regress knows; asv assumes lower)
+
+The time_* benchmarks use custom asv ``timer``s (ltx2k.measure) that return
+per-call device or host seconds, so asv's own samples, CIs and
+``stats_ci_99_*`` apply and ``asv continuous/compare/publish`` judge them.
+
+Guards for old commits: everything from ltx2k is imported inside setup; a
+commit that lacks the measurement core or a variant raises
+NotImplementedError, which asv records as a skip, never a crash.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+
+# Decide the CUDA question through NVML, which does not initialise a CUDA
+# context: asv's forkserver imports this module once and forks per benchmark,
+# and a context created before fork() is unusable in the child.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+
+def _load_shapes():
+    # The parameter lists come from the working tree's ltx2k/shapes.py, not the
+    # installed (benchmarked) commit: asv maps results to params by index, so
+    # the lists must be identical for every commit in a run.
+    path = Path(__file__).resolve().parent.parent / "ltx2k" / "shapes.py"
+    spec = importlib.util.spec_from_file_location("_ltx2k_bench_shapes", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = mod  # dataclasses need the module registered
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _has_gpu() -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+_SHAPES = _load_shapes()
+ON_GPU = _has_gpu()
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+_KERNELS = {
+    "split_rope": (_SHAPES.ROPE_VARIANTS, _SHAPES.ROPE_SHAPES if ON_GPU else _SHAPES.ROPE_SHAPES_CPU),
+    "ada_values9": (_SHAPES.ADA_VARIANTS, _SHAPES.ADA_SHAPES if ON_GPU else _SHAPES.ADA_SHAPES_CPU),
+}
+
+
+class _State:
+    timed = None
+
+
+def _shape(kernel, label):
+    for s in _KERNELS[kernel][1]:
+        if s.label == label:
+            return s
+    raise NotImplementedError(f"shape {label} is not in this machine's list")
+
+
+def _prepare(kernel, metric, variant, shape):
+    try:
+        from ltx2k.measure import suite
+    except ImportError as e:  # commit predates the measurement core
+        raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
+    if variant == "compiled" and not ON_GPU:
+        raise NotImplementedError("the torch.compile peer is timed on GPUs only")
+    _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
+
+
+def _track_setup(kernel, variant, shape):
+    try:
+        from ltx2k.measure import suite  # noqa: F401
+    except ImportError as e:
+        raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
+    if variant == "compiled" and not ON_GPU:
+        raise NotImplementedError("the torch.compile peer is timed on GPUs only")
+    from ltx2k import cases
+
+    cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
+
+
+class _Proxy:
+    """asv reads ``timer`` before setup has built the clock; forward to it."""
+
+    def __call__(self):
+        return _State.timed.timer()
+
+
+def _suite(kernel: str, class_name: str):
+    variants, shape_list = _KERNELS[kernel]
+
+    class Suite:
+        params = [list(variants), [s.label for s in shape_list]]
+        param_names = ["variant", "shape"]
+        timeout = 300
+        timer = _Proxy()
+        number = 1  # each body call is a whole graph replay / host batch
+        repeat = (10, 40, 2.0)  # min samples, max samples, max seconds
+        warmup_time = 0.05  # warm-up happens in setup (JIT, graph capture)
+        rounds = 2
+
+        def time_device_cold(self, variant, shape):
+            _State.timed.run()
+
+        def time_device_warm(self, variant, shape):
+            _State.timed.run()
+
+        def time_host_latency(self, variant, shape):
+            _State.timed.run()
+
+        def track_allocations(self, variant, shape):
+            from ltx2k.measure import suite
+
+            return suite.allocations(kernel, variant, _shape(kernel, shape))
+
+        def track_pct_copy_bandwidth(self, variant, shape):
+            from ltx2k.measure import suite
+
+            return suite.pct_copy_bandwidth(kernel, variant, _shape(kernel, shape))
+
+        time_device_cold.setup = functools.partial(_prepare, kernel, "device_cold")
+        time_device_warm.setup = functools.partial(_prepare, kernel, "device_warm")
+        time_host_latency.setup = functools.partial(_prepare, kernel, "host")
+        track_allocations.setup = functools.partial(_track_setup, kernel)
+        track_allocations.unit = "allocations"
+        track_pct_copy_bandwidth.setup = functools.partial(_track_setup, kernel)
+        track_pct_copy_bandwidth.unit = "%"
+
+    Suite.__name__ = Suite.__qualname__ = class_name
+    return Suite
+
+
+SplitRope = _suite("split_rope", "SplitRope")
+AdaValues9 = _suite("ada_values9", "AdaValues9")

@@ -1,0 +1,164 @@
+"""Per-launch device time, with host launch overhead excluded, cold or warm L2.
+
+Method: capture R calls of the function into one CUDA graph and time each
+graph replay with a pair of CUDA events. A ``torch.cuda._sleep`` spin kernel
+is queued first, so that by the time the GPU reaches the start event the
+whole graph is already queued: the events then bracket pure device work
+(the ~0.6 us inter-kernel gap inside a graph is included, host gaps are not).
+
+Cold L2: the R calls cycle through N independent input/output sets whose
+total size is at least 3x the L2, so each set has been evicted before it is
+used again. Warm L2: all R calls use one set.
+
+:class:`DeviceClock` exposes this as an asv ``timer``: asv calls
+``timer()`` around ``number`` calls of the benchmark body, and the clock
+returns accumulated *device* seconds per launch, so asv's own sampling and
+statistics (CI, quartiles, samples) apply to device time unchanged.
+
+``triton.testing.do_bench`` is not used for this because it times the host
+launch gaps too (~12 us vs ~4 us for RoPE B1_S1024, measured on the H200).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+# 3x L2 makes reuse distance >> cache size, so LRU-like policies have evicted a set.
+L2_MULTIPLE = 3
+MAX_SETS = 2048
+MAX_ROTATION_BYTES = 8 << 30
+# ~50 us at ~2 GHz: longer than the host needs to enqueue event + graph + event.
+SLEEP_CYCLES = 100_000
+
+
+def l2_bytes(device: torch.device | None = None) -> int:
+    props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
+    return int(getattr(props, "L2_cache_size", 50 << 20))
+
+
+def rotation_sets(bytes_per_set: int, cold: bool, l2: int) -> int:
+    """How many input sets to cycle through so that each is out of L2 when reused."""
+    if not cold:
+        return 1
+    n = max(2, math.ceil(L2_MULTIPLE * l2 / max(1, bytes_per_set)))
+    n = min(n, MAX_SETS, max(2, MAX_ROTATION_BYTES // max(1, bytes_per_set)))
+    return n
+
+
+class GraphedCalls:
+    """R calls of ``fn`` over rotating argument sets, captured as one CUDA graph."""
+
+    def __init__(self, fn: Callable, arg_sets: Sequence[tuple], launches: int,
+                 keep_outputs: bool):
+        if not arg_sets:
+            raise ValueError("arg_sets must not be empty")
+        self.launches = launches
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for args in arg_sets[:3]:  # warm-up: Triton JIT / autotune / allocator
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        # Cold L2 needs the outputs to rotate too: if each captured output were
+        # freed at once, the graph pool would hand the next call the same
+        # (L2-resident) block. Keeping them alive gives every call its own.
+        self._outputs = []
+        with torch.cuda.graph(self.graph):
+            for i in range(launches):
+                out = fn(*arg_sets[i % len(arg_sets)])
+                if keep_outputs:
+                    self._outputs.append(out)
+        torch.cuda.synchronize()
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+class DeviceClock:
+    """An asv ``timer`` reading accumulated device seconds per launch.
+
+    The benchmark body calls :meth:`run` (one timed replay); ``timer()``
+    synchronizes, converts the finished event pairs to seconds and returns the
+    running total, so ``t1 - t0`` covers exactly the replays in between.
+    """
+
+    def __init__(self, calls: GraphedCalls):
+        self.calls = calls
+        self._pending: list[tuple[Any, Any]] = []
+        self._total = 0.0
+        self._free: list[tuple[Any, Any]] = []
+
+    def _pair(self):
+        if self._free:
+            return self._free.pop()
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def run(self) -> None:
+        start, end = self._pair()
+        torch.cuda._sleep(SLEEP_CYCLES)
+        start.record()
+        self.calls.replay()
+        end.record()
+        self._pending.append((start, end))
+
+    def __call__(self) -> float:
+        if self._pending:
+            self._pending[-1][1].synchronize()
+            for start, end in self._pending:
+                self._total += start.elapsed_time(end) * 1e-3 / self.calls.launches
+            self._free.extend(self._pending)
+            self._pending.clear()
+        return self._total
+
+
+def build_clock(fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int,
+                cold: bool) -> DeviceClock:
+    """A DeviceClock over ``fn`` with fresh argument sets ``make_args(i)``."""
+    n = rotation_sets(bytes_per_set, cold, l2_bytes())
+    arg_sets = [make_args(i) for i in range(n)]
+    # Enough launches per replay that one replay is >> event resolution (~0.5 us).
+    launches = max(n, 64 if not cold else n)
+    return DeviceClock(GraphedCalls(fn, arg_sets, launches, keep_outputs=cold))
+
+
+class WallClock:
+    """The CPU-interpreter stand-in for DeviceClock: there is no device, so the
+    "device time" of an interpreted kernel is its wall time. Only ever recorded
+    under the ``cpu-interpreter`` machine, never mixed with GPU history."""
+
+    def __init__(self, fn: Callable, arg_sets: Sequence[tuple]):
+        import time
+
+        self._now = time.perf_counter
+        self.fn, self.arg_sets, self._i = fn, arg_sets, 0
+        self._total = 0.0
+        fn(*arg_sets[0])  # warm-up (interpreter caches)
+
+    def run(self) -> None:
+        t0 = self._now()
+        self.fn(*self.arg_sets[self._i % len(self.arg_sets)])
+        self._total += self._now() - t0
+        self._i += 1
+
+    def __call__(self) -> float:
+        return self._total
+
+
+def device_times(clock, samples: int = 30) -> list[float]:
+    """Per-launch device seconds, one value per replay (for the CLI and pytest-benchmark).
+
+    ``clock`` is a DeviceClock or WallClock: callable, with a ``run()`` method."""
+    out = []
+    last = clock()
+    for _ in range(samples):
+        clock.run()
+        now = clock()
+        out.append(now - last)
+        last = now
+    return out

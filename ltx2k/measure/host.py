@@ -1,0 +1,39 @@
+"""Host latency: wall time per call of the public Python function, as a caller pays it.
+
+The clock synchronizes the device once per batch (asv's ``number`` calls),
+never per call: a per-call sync would add the device time and a round trip
+to every call, which no caller pays in a pipelined serving loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class HostClock:
+    """An asv ``timer``: ``torch.cuda.synchronize()`` then ``perf_counter()``."""
+
+    def __init__(self, on_gpu: bool):
+        import torch
+
+        self._sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+
+    def __call__(self) -> float:
+        self._sync()
+        return time.perf_counter()
+
+
+def host_latencies(fn: Callable[[], object], on_gpu: bool, number: int = 100,
+                   samples: int = 20) -> list[float]:
+    """Seconds per call, one value per batch of ``number`` calls."""
+    clock = HostClock(on_gpu)
+    for _ in range(3):
+        fn()
+    out = []
+    for _ in range(samples):
+        t0 = clock()
+        for _ in range(number):
+            fn()
+        out.append((clock() - t0) / number)
+    return out

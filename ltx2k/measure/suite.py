@@ -1,0 +1,154 @@
+"""Prepared measurements for one kernel x variant x shape, shared by asv, pytest-benchmark and the CLI.
+
+A benchmark process asks for one metric; :func:`prepare` builds inputs, runs
+the correctness gate (a mismatch raises, so no number is ever posted for a
+wrong kernel), builds the clock and caches it for the process -- asv re-runs
+``setup`` before every sample, and rebuilding a CUDA graph each time would
+dominate the suite's cost.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ltx2k import cases, runtime
+from ltx2k.measure import allocations as _alloc
+from ltx2k.measure import bandwidth, device_time, gate, host
+
+METRICS = ("device_cold", "device_warm", "host")
+# Calls per host-latency sample: one device sync per batch, amortised.
+HOST_BATCH = 50
+
+
+@dataclass
+class Timed:
+    """``run()`` is the timed body; ``timer()`` the clock asv reads around it.
+
+    Both clocks return seconds *per call* (the device clock divides by the
+    launches in a replay, the host clock by the batch), so asv records
+    per-call statistics with ``number = 1``.
+    """
+
+    run: Callable[[], Any]
+    timer: Callable[[], float]
+
+
+class _ScaledHostClock(host.HostClock):
+    def __init__(self, on_gpu: bool, batch: int):
+        super().__init__(on_gpu)
+        self.batch = batch
+
+    def __call__(self) -> float:
+        return super().__call__() / self.batch
+
+
+_CACHE: dict[tuple, Any] = {}
+
+
+def _on_gpu() -> bool:
+    return runtime.device() == "cuda"
+
+
+def _args(kernel: str, shape, seed: int = 0):
+    spec = cases.KERNELS[kernel]
+    return spec.make_inputs(shape, runtime.device(), seed=seed,
+                            exact=runtime.interpreter_requested())
+
+
+def _gated_fn(kernel: str, variant: str, shape) -> Callable:
+    key = ("gate", kernel, variant, shape.label)
+    if key not in _CACHE:
+        fn = cases.variant_fn(kernel, variant)  # VariantUnavailable -> asv skip
+        gate.check_case(kernel, variant, shape, runtime.device())
+        _CACHE[key] = fn
+    return _CACHE[key]
+
+
+def prepare(kernel: str, variant: str, shape, metric: str) -> Timed:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    key = (metric, kernel, variant, shape.label)
+    if key in _CACHE:
+        return _CACHE[key]
+    fn = _gated_fn(kernel, variant, shape)
+    on_gpu = _on_gpu()
+    if metric == "host":
+        args = _args(kernel, shape)
+
+        def batch() -> None:
+            for _ in range(HOST_BATCH):
+                fn(*args)
+
+        timed = Timed(run=batch, timer=_ScaledHostClock(on_gpu, HOST_BATCH))
+    else:
+        cold = metric == "device_cold"
+        spec = cases.KERNELS[kernel]
+        if on_gpu:
+            clock = device_time.build_clock(
+                fn, lambda i: _args(kernel, shape, seed=i), spec.bytes_moved(shape), cold
+            )
+        else:
+            clock = device_time.WallClock(fn, [_args(kernel, shape, seed=i) for i in range(2)])
+        timed = Timed(run=clock.run, timer=clock)
+    _CACHE[key] = timed
+    return timed
+
+
+def device_seconds(kernel: str, variant: str, shape, cold: bool = True, samples: int = 20) -> float:
+    """Median per-launch device time."""
+    timed = prepare(kernel, variant, shape, "device_cold" if cold else "device_warm")
+    return statistics.median(device_time.device_times(timed.timer, samples=samples))
+
+
+def pct_copy_bandwidth(kernel: str, variant: str, shape) -> float:
+    """Achieved bandwidth (minimum bytes / cold-L2 device time) as % of measured copy bandwidth."""
+    t = device_seconds(kernel, variant, shape, cold=True)
+    bw = bandwidth.copy_bandwidth(_on_gpu())
+    return 100.0 * cases.KERNELS[kernel].bytes_moved(shape) / t / bw
+
+
+def allocations(kernel: str, variant: str, shape) -> int:
+    fn = _gated_fn(kernel, variant, shape)
+    args = _args(kernel, shape)
+    return _alloc.allocations_per_call(lambda: fn(*args), _on_gpu())
+
+
+def host_seconds(kernel: str, variant: str, shape, samples: int = 10) -> float:
+    timed = prepare(kernel, variant, shape, "host")
+    vals = []
+    for _ in range(samples):
+        t0 = timed.timer()
+        timed.run()
+        vals.append(timed.timer() - t0)
+    return statistics.median(vals)
+
+
+def quick_table(kernels=None, shapes=None, seconds: float = 0.2) -> str:
+    """Time every variant now (no asv) and return a text table; the pre-asv main job."""
+    on_gpu = _on_gpu()
+    rows = [("kernel", "variant", "shape", "cold us", "warm us", "host us", "%copyBW", "allocs")]
+    n = 20 if on_gpu else 2
+    for kernel, spec in cases.KERNELS.items():
+        if kernels and kernel not in kernels:
+            continue
+        for shape in cases.shapes_for(kernel, on_gpu):
+            if shapes and shape.label not in shapes:
+                continue
+            for variant in spec.variants:
+                if variant == "compiled" and not on_gpu:
+                    continue  # inductor's CPU C++ build takes minutes; a GPU-only peer
+                try:
+                    cold = device_seconds(kernel, variant, shape, True, samples=n)
+                    warm = device_seconds(kernel, variant, shape, False, samples=n)
+                    hst = host_seconds(kernel, variant, shape, samples=3 if not on_gpu else 10)
+                    pct = 100.0 * spec.bytes_moved(shape) / cold / bandwidth.copy_bandwidth(on_gpu)
+                    al = allocations(kernel, variant, shape)
+                except cases.VariantUnavailable:
+                    continue
+                rows.append((kernel, variant, shape.label, f"{cold * 1e6:.2f}",
+                             f"{warm * 1e6:.2f}", f"{hst * 1e6:.2f}", f"{pct:.1f}", str(al)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
