@@ -1,0 +1,348 @@
+"""The static summary page (``html/summary.html`` + PNGs under ``html/summary/``).
+
+One self-contained HTML file with no JavaScript, so it opens from any static
+host or straight from disk. Figures come from :mod:`ltx2k.report.plots`;
+this module only lays them out next to the tables that make the same facts
+searchable (the regression matrix, the machines, the problems).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from ltx2k import shapes
+from ltx2k.report import plots
+
+SUMMARY_HTML = "summary.html"
+SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host
+MACHINE_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "triton")
+# Benchmarks without a value for these reasons are expected on some GPUs
+# (unsupported shape) and would drown the real problems if listed one by one.
+QUIET_KINDS = ("skipped",)
+RUN_KINDS = ("failed", "timeout")
+# Problems that mean a machine contributed no data at all.
+NO_DATA_KINDS = ("no-usable-results", "empty-machine")
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+# --- machines ---------------------------------------------------------------------
+
+
+def all_machines(
+    records: Iterable,
+    problems: Iterable,
+    report: Mapping | None = None,
+    machines_info: Mapping[str, Mapping] | None = None,
+) -> list[str]:
+    """Every machine any input mentions: a GPU whose files are all broken is still listed."""
+    names = {r.machine for r in records}
+    names |= {p.machine for p in problems if p.machine}
+    names |= set((report or {}).get("machines", []))
+    names |= set(machines_info or {})
+    return sorted(names)
+
+
+def _machines_table(machines, records, problems, machines_info) -> str:
+    info = {r.machine: r.machine_info for r in records if getattr(r, "machine_info", None)}
+    info.update({m: i for m, i in (machines_info or {}).items() if i})
+    by_machine = defaultdict(list)
+    for r in records:
+        by_machine[r.machine].append(r)
+    issues = defaultdict(list)
+    for p in problems:
+        if p.machine and p.kind not in QUIET_KINDS + RUN_KINDS:
+            issues[p.machine].append(p.kind)
+    head = "".join(f"<th>{_e(h)}</th>" for h in ("machine", "status", *MACHINE_FIELDS))
+    head += '<th class="num">commits</th><th>latest commit</th>'
+    rows = []
+    for m in machines:
+        recs = by_machine.get(m, [])
+        usable = [r for r in recs if r.value is not None]
+        broken = not usable
+        if broken:
+            status = '<span class="badge">no usable results</span>'
+        elif issues.get(m):
+            status = "ok, with problems"
+        else:
+            status = "ok"
+        if issues.get(m):
+            status += " (" + ", ".join(_e(k) for k in sorted(set(issues[m]))) + ")"
+        fields = "".join(f"<td>{_e(info.get(m, {}).get(f, ''))}</td>" for f in MACHINE_FIELDS)
+        latest = max(((r.date, r.commit) for r in recs), default=None)
+        latest_txt = (
+            f"<code>{_e(latest[1][:8])}</code> {_e(_date(latest[0]))}" if latest else "&mdash;"
+        )
+        n_commits = len({r.commit for r in recs})
+        cls = ' class="machine-broken"' if broken else ""
+        rows.append(
+            f'<tr{cls} data-machine="{_e(m)}"><td><b>{_e(m)}</b></td><td>{status}</td>{fields}'
+            f'<td class="num">{n_commits}</td><td>{latest_txt}</td></tr>'
+        )
+    if not rows:
+        return '<p class="empty">No machines found in the results directory.</p>'
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _date(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# --- 1. regression matrix -----------------------------------------------------------
+
+
+def _fmt_value(x, metric: str) -> str:
+    if not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "n/a"
+    if metric.startswith("time_"):
+        return f"{x * 1e6:.3g} µs"
+    return f"{x:.4g}"
+
+
+def _cell(cell: Mapping | None, machine: str, metric: str) -> str:
+    if cell is None:
+        return (
+            f'<td class="flag-missing" data-machine="{_e(machine)}" data-flag="missing">'
+            "&mdash;</td>"
+        )
+    flag = str(cell.get("flag", plots.FLAG_INSUFFICIENT))
+    ratio = cell.get("ratio")
+    finite = isinstance(ratio, (int, float)) and math.isfinite(ratio)
+    text = f"{ratio:.3f}" if finite else "n/a"
+    p = cell.get("p_value")
+    p_txt = f", p={p:.2g}" if isinstance(p, (int, float)) and math.isfinite(p) else ""
+    tip = (
+        f"{flag}: head {_fmt_value(cell.get('head'), metric)}, "
+        f"base {_fmt_value(cell.get('base'), metric)}{p_txt}"
+    )
+    return (
+        f'<td class="num flag-{_e(flag)}" data-machine="{_e(machine)}" data-flag="{_e(flag)}"'
+        f' title="{_e(tip)}">{_e(text)}</td>'
+    )
+
+
+def _matrix_table(rows: Sequence[Mapping], machines: Sequence[str], table_id: str) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("kernel", "metric", "variant", "shape"))
+    head += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
+    body = []
+    for row in rows:
+        cells = row.get("cells", {})
+        metric = str(row.get("metric", ""))
+        tds = "".join(_cell(cells.get(m), m, metric) for m in machines)
+        body.append(
+            f'<tr data-benchmark="{_e(row.get("benchmark", ""))}"><td>{_e(row.get("kernel"))}</td>'
+            f"<td>{_e(metric)}</td><td>{_e(row.get('variant'))}</td>"
+            f'<td class="mono">{_e(row.get("shape"))}</td>{tds}</tr>'
+        )
+    return (
+        f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def _matrix_section(report: Mapping | None, machines: Sequence[str], image: str | None) -> str:
+    if not report:
+        return (
+            '<p class="empty">No regression report was given or computed '
+            "(need at least two commits); see the asv regressions page.</p>"
+        )
+    base = report.get("baseline", {}) or {}
+    cols = list(report.get("machines", []))
+    missing = [m for m in machines if m not in cols]
+    cols += missing  # a GPU the report left out still gets a column, marked missing
+    rows = report.get("rows", [])
+    flagged = [
+        r
+        for r in rows
+        if any(
+            c.get("flag") in (plots.FLAG_REGRESSION, plots.FLAG_IMPROVEMENT)
+            for c in r.get("cells", {}).values()
+        )
+    ]
+    n_reg = sum(
+        c.get("flag") == plots.FLAG_REGRESSION for r in rows for c in r.get("cells", {}).values()
+    )
+    n_imp = sum(
+        c.get("flag") == plots.FLAG_IMPROVEMENT for r in rows for c in r.get("cells", {}).values()
+    )
+    parts = [
+        f"<p>Head <code>{_e(str(report.get('head', ''))[:12])}</code> against "
+        f"{_e(base.get('kind', 'baseline'))} <code>{_e(str(base.get('ref', ''))[:12])}</code>"
+        f" ({len(base.get('commits', []) or [])} baseline commit(s)): status "
+        f"{_status_badge(report.get('status'))}, {n_reg} regression(s), {n_imp} improvement(s)."
+        " Cells are the report's head/base ratio; hover for values and p-value.</p>"
+    ]
+    if missing:
+        parts.append(
+            "<p><span class='badge'>no data</span> not in the regression report: "
+            + ", ".join(f"<b>{_e(m)}</b>" for m in missing)
+            + "</p>"
+        )
+    if image:
+        parts.append(
+            _figure(image, "Regression matrix heatmap", "Red: regression, green: improvement.")
+        )
+    parts.append("<h3>Flagged cells</h3>")
+    if flagged:
+        parts.append(_matrix_table(flagged, cols, "matrix-flagged"))
+    else:
+        parts.append('<p class="empty">No cell is flagged.</p>')
+    parts.append(f"<details><summary>All {len(rows)} rows</summary>")
+    parts.append(_matrix_table(rows, cols, "matrix-all"))
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def _status_badge(status) -> str:
+    s = str(status or "none")
+    return f'<span class="status status-{_e(s)}">{_e(s)}</span>'
+
+
+# --- figures and problems -----------------------------------------------------------
+
+
+def _figure(src: str, alt: str, caption: str = "") -> str:
+    cap = f"<figcaption>{_e(caption)}</figcaption>" if caption else ""
+    return f'<figure><img src="{_e(src)}" alt="{_e(alt)}" loading="lazy">{cap}</figure>'
+
+
+def _figures(images: Sequence[tuple[str, str]]) -> str:
+    if not images:
+        return '<p class="empty">No data for this view.</p>'
+    return "\n".join(_figure(src, alt) for src, alt in images)
+
+
+def _problems_section(problems: Sequence) -> str:
+    files = [p for p in problems if p.kind not in QUIET_KINDS + RUN_KINDS]
+    runs = [p for p in problems if p.kind in RUN_KINDS]
+    quiet = [p for p in problems if p.kind in QUIET_KINDS]
+
+    def table(items, table_id):
+        rows = "".join(
+            f'<tr data-kind="{_e(p.kind)}"><td>{_e(p.machine or "")}</td><td>{_e(p.kind)}</td>'
+            f"<td>{_e(p.message)}</td></tr>"
+            for p in items
+        )
+        return (
+            f'<table id="{table_id}"><thead><tr><th>machine</th><th>kind</th><th>message</th>'
+            f"</tr></thead><tbody>{rows}</tbody></table>"
+        )
+
+    parts = ["<h3>Result files and machines</h3>"]
+    parts.append(
+        table(files, "problems-files") if files else '<p class="empty">None: every file loaded.</p>'
+    )
+    parts.append("<h3>Failed benchmarks</h3>")
+    parts.append(
+        table(runs, "problems-runs")
+        if runs
+        else '<p class="empty">None: every run has a value.</p>'
+    )
+    if quiet:
+        parts.append(
+            f"<details><summary>{len(quiet)} skipped combination group(s) "
+            "(setup raised NotImplementedError, e.g. a shape a GPU does not support)</summary>"
+        )
+        parts.append(table(quiet, "problems-skipped"))
+        parts.append("</details>")
+    return "\n".join(parts)
+
+
+# --- page ---------------------------------------------------------------------------
+
+
+def render_summary(
+    *,
+    records: Sequence,
+    problems: Sequence,
+    report: Mapping | None,
+    images: Mapping[str, Sequence[tuple[str, str]]],
+    machines_info: Mapping[str, Mapping] | None = None,
+    generated: _dt.datetime | None = None,
+    title: str = "ltx2k performance summary",
+) -> str:
+    """The page's HTML. ``images`` maps section ("matrix", "history", "speedup",
+    "bandwidth") to ``(relative src, alt text)`` pairs."""
+    generated = generated or _dt.datetime.now(_dt.timezone.utc)
+    machines = all_machines(records, problems, report, machines_info)
+    matrix_img = (images.get("matrix") or [(None, "")])[0][0]
+    template = Template(
+        resources.files("ltx2k.report").joinpath("templates", SUMMARY_HTML).read_text("utf-8")
+    )
+    return template.substitute(
+        title=_e(title),
+        generated=_e(generated.strftime("%Y-%m-%d %H:%M:%S UTC")),
+        n_machines=len(machines),
+        n_commits=len({r.commit for r in records}),
+        n_problems=len([p for p in problems if p.kind not in QUIET_KINDS]),
+        head=_e(str((report or {}).get("head", "n/a"))[:12]),
+        status_badge=_status_badge((report or {}).get("status")),
+        colour_regression=plots.FLAG_COLOURS[plots.FLAG_REGRESSION],
+        colour_improvement=plots.FLAG_COLOURS[plots.FLAG_IMPROVEMENT],
+        colour_insufficient=plots.FLAG_COLOURS[plots.FLAG_INSUFFICIENT],
+        machines=_machines_table(machines, records, problems, machines_info),
+        matrix=_matrix_section(report, machines, matrix_img),
+        history=_figures(images.get("history", ())),
+        speedup=_figures(images.get("speedup", ())),
+        bandwidth=_figures(images.get("bandwidth", ())),
+        problems=_problems_section(problems),
+    )
+
+
+def build_summary(
+    html_dir: str | Path,
+    records: Sequence,
+    problems: Sequence,
+    *,
+    report: Mapping | None = None,
+    machines_info: Mapping[str, Mapping] | None = None,
+    last: int | None = None,
+    title: str = "ltx2k performance summary",
+) -> Path:
+    """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``."""
+    html_dir = Path(html_dir)
+    out = html_dir / SUMMARY_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    images: dict[str, list[tuple[str, str]]] = defaultdict(list)
+
+    def add(section: str, fig, name: str, alt: str) -> None:
+        plots.save(fig, out / name)
+        images[section].append((f"{SUMMARY_DIR}/{name}", alt))
+
+    if report and report.get("rows"):
+        add("matrix", plots.regression_heatmap(report), "matrix.png", "regression matrix")
+    for k in plots.kernels_in(records):
+        add(
+            "history",
+            plots.history(records, k, report=report, last=last),
+            f"history_{k}.png",
+            f"{k} history",
+        )
+        if k in shapes.BASELINE_VARIANT:
+            add("speedup", plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup")
+        add(
+            "bandwidth",
+            plots.copy_bandwidth(records, k),
+            f"bandwidth_{k}.png",
+            f"{k} % of copy bandwidth",
+        )
+    page = render_summary(
+        records=records,
+        problems=problems,
+        report=report,
+        images=images,
+        machines_info=machines_info,
+        title=title,
+    )
+    path = html_dir / SUMMARY_HTML
+    path.write_text(page, encoding="utf-8")
+    return path

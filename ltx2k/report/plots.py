@@ -1,0 +1,564 @@
+"""Matplotlib figures for the summary page, one function per plot.
+
+Every function takes history ``Record``s (or the regress JSON report) and
+returns a ``matplotlib.figure.Figure`` built without pyplot, so nothing here
+touches global figure state and the Agg canvas is used whatever backend the
+caller's matplotlib is configured with. ``save`` writes one to PNG.
+
+Conventions: times are shown in µs (asv stores seconds); colour always means
+the machine (GPU) and the line/hatch style the variant, so a reader who has
+learned one figure can read the next.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import LogLocator, NullFormatter
+
+from ltx2k import shapes
+
+# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.shapes.
+ASV_CLASS_KERNEL = {"SplitRope": "split_rope", "AdaValues9": "ada_values9"}
+KERNEL_VARIANTS = {"split_rope": shapes.ROPE_VARIANTS, "ada_values9": shapes.ADA_VARIANTS}
+KERNEL_SHAPES = {
+    "split_rope": tuple(s.label for s in shapes.ROPE_SHAPES + shapes.ROPE_SHAPES_CPU),
+    "ada_values9": tuple(s.label for s in shapes.ADA_SHAPES + shapes.ADA_SHAPES_CPU),
+}
+
+DEVICE_COLD = "time_device_cold"
+HOST_LATENCY = "time_host_latency"
+PCT_COPY_BW = "track_pct_copy_bandwidth"
+METRIC_TITLES = {
+    "time_device_cold": "device time, cold L2",
+    "time_device_warm": "device time, warm L2",
+    "time_host_latency": "host latency",
+    "track_allocations": "allocations",
+    "track_pct_copy_bandwidth": "% of copy bandwidth",
+}
+
+FLAG_REGRESSION = "regression"
+FLAG_IMPROVEMENT = "improvement"
+FLAG_OK = "ok"
+FLAG_INSUFFICIENT = "insufficient"
+
+# Colours shared with the HTML table (page.py), so the heatmap and the table agree.
+FLAG_COLOURS = {
+    FLAG_REGRESSION: "#d62728",
+    FLAG_IMPROVEMENT: "#2ca02c",
+    FLAG_OK: "#e8e8e8",
+    FLAG_INSUFFICIENT: "#f7f7f7",
+}
+_MACHINE_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#17becf",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
+_VARIANT_STYLES = ("-", "--", ":", "-.")
+_VARIANT_HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
+# asv's own default for regressions_thresholds: steps smaller than 5% are noise.
+_STEP_THRESHOLD = 0.05
+
+
+# --- record helpers ----------------------------------------------------------
+
+
+def split_benchmark(name: str) -> tuple[str, str]:
+    """``"bench_kernels.SplitRope.time_device_cold"`` -> ``("split_rope", "time_device_cold")``."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        raise ValueError(f"benchmark name must look like module.Class.metric, got {name!r}")
+    cls, metric = parts[-2], parts[-1]
+    return ASV_CLASS_KERNEL.get(cls, cls), metric
+
+
+def _param(record, key: str) -> str:
+    return dict(record.params).get(key, "")
+
+
+def _value(record) -> float | None:
+    """The record's value in display units (µs for times), None when missing."""
+    v = record.value
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v * 1e6 if record.unit == "seconds" else v
+
+
+def _ordered(values: Iterable[str], canonical: Sequence[str]) -> list[str]:
+    """Unique values in canonical order; unknown ones after, sorted."""
+    present = set(values)
+    known = [v for v in canonical if v in present]
+    return known + sorted(present - set(known))
+
+
+def kernels_in(records: Iterable) -> list[str]:
+    """Kernels with at least one record, known kernels first."""
+    found = {split_benchmark(r.benchmark)[0] for r in records}
+    return _ordered(found, list(ASV_CLASS_KERNEL.values()))
+
+
+def machine_colours(machines: Iterable[str]) -> dict[str, str]:
+    return {
+        m: _MACHINE_COLOURS[i % len(_MACHINE_COLOURS)] for i, m in enumerate(sorted(set(machines)))
+    }
+
+
+def commit_order(records: Iterable) -> list[str]:
+    """Commits of all machines in commit-date order (ties by hash, so it is stable)."""
+    dates: dict[str, int] = {}
+    for r in records:
+        dates[r.commit] = r.date
+    return sorted(dates, key=lambda c: (dates[c], c))
+
+
+def latest_per_machine(records: Iterable) -> dict[str, str]:
+    """machine -> its most recent commit (machines need not have run the same commits)."""
+    best: dict[str, tuple[int, str]] = {}
+    for r in records:
+        if r.machine not in best or (r.date, r.commit) > best[r.machine]:
+            best[r.machine] = (r.date, r.commit)
+    return {m: c for m, (_, c) in best.items()}
+
+
+def _kernel_records(records: Iterable, kernel: str, metric: str) -> list:
+    return [r for r in records if split_benchmark(r.benchmark) == (kernel, metric)]
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _empty(fig: Figure, message: str) -> Figure:
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=12, color="#555555")
+    ax.set_axis_off()
+    return fig
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as PNG (parents created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=fig.dpi)
+    return path
+
+
+# --- 1. regression matrix ----------------------------------------------------
+
+
+def _cell_colour(flag: str, ratio) -> tuple[float, float, float, float]:
+    """Flag gives the hue; |log2 ratio| the strength, saturating at 2x."""
+    from matplotlib.colors import to_rgba
+
+    r, g, b, _ = to_rgba(FLAG_COLOURS.get(flag, FLAG_COLOURS[FLAG_INSUFFICIENT]))
+    if flag not in (FLAG_REGRESSION, FLAG_IMPROVEMENT):
+        return r, g, b, 1.0
+    strength = 1.0
+    if isinstance(ratio, (int, float)) and ratio > 0 and math.isfinite(ratio):
+        strength = min(abs(math.log2(ratio)), 1.0)
+    alpha = 0.35 + 0.65 * strength  # a flagged cell is never so pale it reads as "ok"
+    return r, g, b, alpha
+
+
+def regression_heatmap(report: Mapping) -> Figure:
+    """Head-vs-baseline matrix of the regress report: one panel per kernel x metric.
+
+    Rows are variant x shape, columns machines. Cells are red for a
+    ``regression`` flag and green for an ``improvement``, the stronger the
+    larger the ratio; grey is ``ok``, white ``insufficient`` or missing. The
+    number in a cell is the report's head/base ratio.
+    """
+    rows = report.get("rows", [])
+    machines = list(report.get("machines", []))
+    for row in rows:
+        for m in row.get("cells", {}):
+            if m not in machines:
+                machines.append(m)
+    head = str(report.get("head", ""))[:8]
+    base = report.get("baseline", {}) or {}
+    title = f"head {head} vs {base.get('kind', 'baseline')} {str(base.get('ref', ''))[:12]}"
+    if not rows or not machines:
+        return _empty(_new_figure(6, 2), f"{title}: no rows in the regression report")
+
+    by_panel: dict[tuple[str, str], dict[tuple[str, str], Mapping]] = defaultdict(dict)
+    for row in rows:
+        by_panel[(row["kernel"], row["metric"])][(row["variant"], row["shape"])] = row
+    kernels = _ordered((k for k, _ in by_panel), list(ASV_CLASS_KERNEL.values()))
+    metrics = _ordered((m for _, m in by_panel), list(METRIC_TITLES))
+
+    row_keys = {}
+    for k in kernels:
+        keys = {vs for (kk, _), cells in by_panel.items() if kk == k for vs in cells}
+        variants = _ordered((v for v, _ in keys), KERNEL_VARIANTS.get(k, ()))
+        labels = _ordered((s for _, s in keys), KERNEL_SHAPES.get(k, ()))
+        row_keys[k] = sorted(keys, key=lambda vs: (variants.index(vs[0]), labels.index(vs[1])))
+
+    n_rows_max = max(len(v) for v in row_keys.values())
+    height = sum(0.16 * len(row_keys[k]) + 0.9 for k in kernels) + 0.8
+    width = 2.5 + 0.55 * len(machines) * len(metrics) + 0.2 * len(metrics)
+    fig = _new_figure(max(width, 7.0), max(height, 3.0))
+    heights = [len(row_keys[k]) for k in kernels]
+    axes = fig.subplots(
+        len(kernels), len(metrics), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
+    fontsize = 6 if n_rows_max > 12 else 8
+    for i, k in enumerate(kernels):
+        keys = row_keys[k]
+        for j, metric in enumerate(metrics):
+            ax = axes[i][j]
+            panel = by_panel.get((k, metric), {})
+            image = []
+            for vs in keys:
+                cells = panel.get(vs, {}).get("cells", {})
+                image.append(
+                    [
+                        _cell_colour(
+                            cells.get(m, {}).get("flag", FLAG_INSUFFICIENT),
+                            cells.get(m, {}).get("ratio"),
+                        )
+                        for m in machines
+                    ]
+                )
+            ax.imshow(image, aspect="auto", interpolation="nearest")
+            # Numbers only where a reader must act (flagged) or cannot trust
+            # the colour (no verdict): 200 cells of "1.00" would hide the signal.
+            for y, vs in enumerate(keys):
+                cells = panel.get(vs, {}).get("cells", {})
+                for x, m in enumerate(machines):
+                    cell = cells.get(m, {})
+                    flag, ratio = cell.get("flag", FLAG_INSUFFICIENT), cell.get("ratio")
+                    if flag == FLAG_OK:
+                        continue
+                    finite = isinstance(ratio, (int, float)) and math.isfinite(ratio)
+                    text = f"{ratio:.2f}" if finite and flag != FLAG_INSUFFICIENT else "–"
+                    colour = "#999999" if flag == FLAG_INSUFFICIENT else "black"
+                    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=colour)
+            ax.set_xticks(range(len(machines)))
+            ax.set_xticklabels(
+                machines if i == len(kernels) - 1 else [],
+                rotation=45,
+                ha="right",
+                fontsize=fontsize + 1,
+            )
+            ax.set_yticks(range(len(keys)))
+            # Padded monospace labels read as two aligned columns (variant, shape).
+            wv, ws = max(len(v) for v, _ in keys), max(len(s) for _, s in keys)
+            ax.set_yticklabels(
+                [f"{v:<{wv}}  {s:<{ws}}" for v, s in keys] if j == 0 else [],
+                fontsize=fontsize,
+                family="monospace",
+            )
+            ax.set_xticks([x - 0.5 for x in range(1, len(machines))], minor=True)
+            ax.set_yticks([y - 0.5 for y in range(1, len(keys))], minor=True)
+            ax.grid(which="minor", color="white", linewidth=0.8)
+            ax.tick_params(which="both", length=0)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            ax.set_title(f"{k}\n{METRIC_TITLES.get(metric, metric)}", fontsize=fontsize + 2)
+    fig.suptitle(f"Regression matrix: {title} (cell = head/base ratio)", fontsize=11)
+    fig.legend(
+        handles=[
+            Patch(facecolor=FLAG_COLOURS[f], edgecolor="#999999", label=f)
+            for f in (FLAG_REGRESSION, FLAG_IMPROVEMENT, FLAG_OK, FLAG_INSUFFICIENT)
+        ],
+        loc="outside lower center",
+        ncols=4,
+        fontsize=9,
+        frameon=False,
+    )
+    return fig
+
+
+# --- 2. history per kernel ---------------------------------------------------
+
+
+def _regression_steps(values: Sequence[float | None]) -> list[int]:
+    """Indices where asv's step detector sees an upward (slower) step.
+
+    The same detector (and asv's default 5% threshold) as asv's own
+    regressions page, so the summary and the dashboard never disagree.
+    """
+    from asv import step_detect
+
+    if sum(v is not None for v in values) < 3:
+        return []
+    steps = step_detect.detect_steps(list(values))
+    _, _, positions = step_detect.detect_regressions(steps, threshold=_STEP_THRESHOLD)
+    return [after for _, after, _, _ in positions or ()]
+
+
+def _head_flags(report: Mapping | None, kernel: str, metric: str) -> set[tuple[str, str, str]]:
+    """(machine, variant, shape) flagged as a regression at the report's head."""
+    flagged = set()
+    for row in (report or {}).get("rows", []):
+        if row.get("kernel") != kernel or row.get("metric") != metric:
+            continue
+        for m, cell in row.get("cells", {}).items():
+            if cell.get("flag") == FLAG_REGRESSION:
+                flagged.add((m, row["variant"], row["shape"]))
+    return flagged
+
+
+def history(
+    records: Sequence,
+    kernel: str,
+    *,
+    report: Mapping | None = None,
+    last: int | None = None,
+    metrics: Sequence[str] = (DEVICE_COLD, HOST_LATENCY),
+) -> Figure:
+    """Device time (cold L2) and host latency over commits for one kernel.
+
+    One panel per shape x metric; one line per machine (colour) x variant
+    (line style), log y in µs. Red triangles mark asv-detected regression
+    steps, red rings the cells the regress report flags at its head commit.
+    ``last`` keeps the last N commits.
+    """
+    if last is not None and last < 1:
+        raise ValueError(f"last must be a positive number of commits, got {last!r}")
+    per_metric = {m: _kernel_records(records, kernel, m) for m in metrics}
+    commits = commit_order(r for rs in per_metric.values() for r in rs)
+    if last is not None:
+        commits = commits[-last:]
+    if not commits:
+        return _empty(_new_figure(8, 2), f"{kernel}: no history for {', '.join(metrics)}")
+    index = {c: i for i, c in enumerate(commits)}
+    all_recs = [r for rs in per_metric.values() for r in rs if r.commit in index]
+    labels = _ordered((_param(r, "shape") for r in all_recs), KERNEL_SHAPES.get(kernel, ()))
+    variants = _ordered((_param(r, "variant") for r in all_recs), KERNEL_VARIANTS.get(kernel, ()))
+    colours = machine_colours(r.machine for r in all_recs)
+    style = {v: _VARIANT_STYLES[i % len(_VARIANT_STYLES)] for i, v in enumerate(variants)}
+    head = (report or {}).get("head")
+
+    fig = _new_figure(5.2 * len(metrics) + 0.5, 2.3 * len(labels) + 1.2)
+    axes = fig.subplots(len(labels), len(metrics), squeeze=False, sharex=True)
+    for j, metric in enumerate(metrics):
+        series: dict[tuple[str, str, str], list[float | None]] = defaultdict(
+            lambda: [None] * len(commits)
+        )
+        for r in per_metric[metric]:
+            if r.commit in index:
+                key = (_param(r, "shape"), r.machine, _param(r, "variant"))
+                series[key][index[r.commit]] = _value(r)
+        flagged = _head_flags(report, kernel, metric)
+        for i, label in enumerate(labels):
+            ax = axes[i][j]
+            for (shape, machine, variant), ys in sorted(series.items()):
+                if shape != label:
+                    continue
+                xs = [x for x, y in enumerate(ys) if y is not None]
+                vals = [ys[x] for x in xs]
+                ax.plot(xs, vals, style[variant], color=colours[machine], lw=1.3, marker=".", ms=3)
+                steps = [x for x in _regression_steps(ys) if ys[x] is not None]
+                ax.plot(
+                    steps, [ys[x] for x in steps], "v", color=FLAG_COLOURS[FLAG_REGRESSION], ms=7
+                )
+                if head in index and (machine, variant, shape) in flagged and ys[index[head]]:
+                    ax.plot(
+                        [index[head]],
+                        [ys[index[head]]],
+                        "o",
+                        ms=11,
+                        mfc="none",
+                        mec=FLAG_COLOURS[FLAG_REGRESSION],
+                        mew=1.8,
+                    )
+            ax.set_yscale("log")
+            # Plain numbers at 1-2-5 steps: "2 × 10^1 µs" makes readers do arithmetic.
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(lambda y, _: f"{y:g}")
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.grid(True, which="major", color="#dddddd", lw=0.6)
+            ax.set_title(f"{label}: {METRIC_TITLES.get(metric, metric)}", fontsize=9)
+            ax.set_ylabel("µs" if metric.startswith("time_") else "", fontsize=8)
+            ax.tick_params(labelsize=7)
+            for spine in ("top", "right"):
+                ax.spines[spine].set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xticks(range(len(commits)))
+        ax.set_xticklabels([c[:8] for c in commits], rotation=90, fontsize=6, family="monospace")
+        ax.set_xlabel("commit (oldest → newest)", fontsize=8)
+    handles = [Line2D([], [], color=c, lw=2, label=m) for m, c in colours.items()]
+    handles += [Line2D([], [], color="#444444", ls=style[v], lw=1.3, label=v) for v in variants]
+    handles += [
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="v",
+            color=FLAG_COLOURS[FLAG_REGRESSION],
+            label="asv regression step",
+        ),
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            mfc="none",
+            mec=FLAG_COLOURS[FLAG_REGRESSION],
+            ms=9,
+            label="flagged at head",
+        ),
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), 7),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(f"{kernel}: history per shape (lower is better)", fontsize=12)
+    return fig
+
+
+# --- 3. speedup over the baseline variant ------------------------------------
+
+
+def _latest_values(
+    records: Sequence, kernel: str, metric: str
+) -> dict[tuple[str, str, str], float]:
+    """(machine, variant, shape) -> value at that machine's latest commit."""
+    recs = _kernel_records(records, kernel, metric)
+    latest = latest_per_machine(recs)
+    out = {}
+    for r in recs:
+        v = _value(r)
+        if r.commit == latest[r.machine] and v is not None:
+            out[(r.machine, _param(r, "variant"), _param(r, "shape"))] = v
+    return out
+
+
+def _grouped_bars(ax, labels, variants, heights, hatches, colour, *, bottom=0.0):
+    """Bars grouped by shape label, one bar per variant; missing values are left out.
+
+    Bars span ``bottom`` -> value, so a speedup bar grows up or down from 1x.
+    """
+    width = 0.8 / max(len(variants), 1)
+    for k, v in enumerate(variants):
+        xs = [i + (k - (len(variants) - 1) / 2) * width for i in range(len(labels))]
+        hs = [heights.get((v, s)) for s in labels]
+        pts = [(x, h) for x, h in zip(xs, hs, strict=True) if h is not None]
+        if pts:
+            ax.bar(
+                [x for x, _ in pts],
+                [h - bottom for _, h in pts],
+                width * 0.92,
+                bottom=bottom,
+                color=colour,
+                alpha=0.55 + 0.45 * (k == 0),
+                hatch=hatches[v],
+                edgecolor="#333333",
+                lw=0.5,
+                label=v,
+            )
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7, family="monospace")
+    for spine in ("top", "right"):
+        ax.spines[spine].set_visible(False)
+
+
+def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Figure:
+    """Speedup of each variant over ``BASELINE_VARIANT[kernel]`` per shape, one panel per GPU.
+
+    Speedup = baseline time / variant time at each machine's latest commit
+    (bars above the 1x line are faster than the baseline), log2 y axis.
+    """
+    baseline = shapes.BASELINE_VARIANT.get(kernel)
+    if baseline is None:
+        raise ValueError(f"kernel has no BASELINE_VARIANT in ltx2k.shapes, got {kernel!r}")
+    values = _latest_values(records, kernel, metric)
+    machines = sorted({m for m, _, _ in values})
+    if not machines:
+        return _empty(_new_figure(8, 2), f"{kernel}: no {metric} results")
+    colours = machine_colours(machines)
+    latest = latest_per_machine(_kernel_records(records, kernel, metric))
+    fig = _new_figure(max(4.2 * len(machines), 7), 4.2)
+    axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
+    all_variants = _ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
+    others = [v for v in all_variants if v != baseline]
+    hatches = {v: _VARIANT_HATCHES[i % len(_VARIANT_HATCHES)] for i, v in enumerate(others)}
+    for ax, m in zip(axes, machines, strict=True):
+        labels = _ordered((s for mm, _, s in values if mm == m), KERNEL_SHAPES.get(kernel, ()))
+        ratios = {}
+        for v in others:
+            for s in labels:
+                b, t = values.get((m, baseline, s)), values.get((m, v, s))
+                if b and t:
+                    ratios[(v, s)] = b / t
+        _grouped_bars(ax, labels, others, ratios, hatches, colours[m], bottom=1.0)
+        ax.axhline(1.0, color="#333333", lw=1)
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_formatter(lambda y, _: f"{y:g}×")
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.grid(True, axis="y", color="#dddddd", lw=0.6)
+        ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
+        if not ratios:
+            ax.text(0.5, 0.5, f"no {baseline} baseline", transform=ax.transAxes, ha="center")
+    axes[0].set_ylabel(f"speedup over {baseline} (×)")
+    handles = [
+        Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in others
+    ]
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=len(others), fontsize=9, frameon=False
+    )
+    fig.suptitle(
+        f"{kernel}: speedup over {baseline}, {METRIC_TITLES.get(metric, metric)}"
+        " (higher is better)",
+        fontsize=11,
+    )
+    return fig
+
+
+# --- 4. % of measured copy bandwidth (roofline view) -------------------------
+
+
+def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
+    """Achieved bandwidth as % of the GPU's measured copy bandwidth, per shape and variant.
+
+    The dashed 100% line is the roofline for a memory-bound kernel: a bar
+    near it leaves little to gain; far below it, launch or latency bound.
+    """
+    values = _latest_values(records, kernel, PCT_COPY_BW)
+    machines = sorted({m for m, _, _ in values})
+    if not machines:
+        return _empty(_new_figure(8, 2), f"{kernel}: no {PCT_COPY_BW} results")
+    colours = machine_colours(machines)
+    latest = latest_per_machine(_kernel_records(records, kernel, PCT_COPY_BW))
+    variants = _ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
+    hatches = {v: _VARIANT_HATCHES[i % len(_VARIANT_HATCHES)] for i, v in enumerate(variants)}
+    top = max(110.0, 1.08 * max(values.values()))
+    fig = _new_figure(max(4.2 * len(machines), 7), 4.2)
+    axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
+    for ax, m in zip(axes, machines, strict=True):
+        labels = _ordered((s for mm, _, s in values if mm == m), KERNEL_SHAPES.get(kernel, ()))
+        heights = {(v, s): val for (mm, v, s), val in values.items() if mm == m}
+        _grouped_bars(ax, labels, variants, heights, hatches, colours[m])
+        ax.axhline(100.0, color="#333333", lw=1, ls="--")
+        ax.set_ylim(0, top)
+        ax.grid(True, axis="y", color="#dddddd", lw=0.6)
+        ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
+    axes[0].set_ylabel("% of measured copy bandwidth")
+    handles = [
+        Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in variants
+    ]
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=len(variants), fontsize=9, frameon=False
+    )
+    fig.suptitle(
+        f"{kernel}: achieved bandwidth vs measured copy bandwidth (100% = roofline)", fontsize=11
+    )
+    return fig
