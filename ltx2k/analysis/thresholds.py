@@ -1,0 +1,133 @@
+"""Per-benchmark regression thresholds and directions.
+
+A threshold is a ratio >= 1: a change counts only when the value got worse
+by more than that factor (and the change is statistically significant, see
+:mod:`ltx2k.analysis.regress`). Patterns are ``fnmatch`` globs over the full
+asv benchmark name (``bench_kernels.SplitRope.time_device_cold``); the first
+matching pattern wins, user patterns before the defaults.
+
+Defaults, and why:
+
+- ``*.time_device_*``: 1.05. CUDA-event device time is stable to ~1% per
+  sample on a quiet GPU, so 5% is many standard errors of the median, and
+  smaller than the changes we care about.
+- ``*.time_host_latency``: 1.15. Host-side latency includes Python, the
+  driver and CPU scheduling; samples vary by ~5%, and shared runners jitter
+  more. A tighter threshold would page people for noise.
+- ``*.track_allocations``: 1.0, i.e. any increase. Counts are exact.
+- ``*.track_pct_copy_bandwidth``: 1.05 (a drop to below 1/1.05 of the
+  baseline percentage). Higher is better for this metric.
+- ``*``: 1.05 for anything else.
+
+File format (JSON), all keys optional::
+
+    {"thresholds": {"*SplitRope.time_device_cold": 1.03},
+     "direction": {"*.track_my_throughput": "higher"},
+     "alpha": 0.002}
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
+    ("*.time_device_*", 1.05),
+    ("*.time_host_latency", 1.15),
+    ("*.track_allocations", 1.0),
+    ("*.track_pct_copy_bandwidth", 1.05),
+    ("*", 1.05),
+)
+
+# asv assumes lower is better for every benchmark; percentages of peak
+# bandwidth are the opposite, so the direction is ours to declare.
+DEFAULT_DIRECTIONS: tuple[tuple[str, str], ...] = (
+    ("*.track_pct_*", "higher"),
+    ("*", "lower"),
+)
+
+# asv's own significance level (asv._stats.is_different's p_threshold), so
+# that a flag here means what a flag in `asv compare` means.
+DEFAULT_ALPHA = 0.002
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    ratios: tuple[tuple[str, float], ...] = DEFAULT_RATIOS
+    directions: tuple[tuple[str, str], ...] = DEFAULT_DIRECTIONS
+    alpha: float = DEFAULT_ALPHA
+
+    def __post_init__(self):
+        for pattern, ratio in self.ratios:
+            _check_ratio(pattern, ratio)
+        for pattern, direction in self.directions:
+            if direction not in ("lower", "higher"):
+                raise ValueError(
+                    f"direction for {pattern!r} must be 'lower' or 'higher', got {direction!r}"
+                )
+        if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 1.0):
+            raise ValueError(f"alpha must be a number in (0, 1), got {self.alpha!r}")
+
+    def ratio_for(self, benchmark: str) -> float:
+        return _first(self.ratios, benchmark, 1.05)
+
+    def higher_is_better(self, benchmark: str) -> bool:
+        return _first(self.directions, benchmark, "lower") == "higher"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping, *, source: str = "thresholds") -> Thresholds:
+        """User settings over the defaults (user patterns are tried first)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        extra = set(data) - {"thresholds", "direction", "alpha"}
+        if extra:
+            raise ValueError(
+                f"{source}: unknown key(s) {sorted(extra)}; "
+                "expected 'thresholds', 'direction', 'alpha'"
+            )
+        ratios = data.get("thresholds", {})
+        directions = data.get("direction", {})
+        for key, value in (("thresholds", ratios), ("direction", directions)):
+            if not isinstance(value, Mapping):
+                raise TypeError(
+                    f"{source}: {key!r} must map glob patterns to values, got {value!r}"
+                )
+        return cls(
+            ratios=tuple((str(k), v) for k, v in ratios.items()) + DEFAULT_RATIOS,
+            directions=tuple((str(k), v) for k, v in directions.items()) + DEFAULT_DIRECTIONS,
+            alpha=data.get("alpha", DEFAULT_ALPHA),
+        )
+
+    @classmethod
+    def load(cls, path) -> Thresholds:
+        p = os.fspath(path)
+        try:
+            with open(p, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from e
+        return cls.from_mapping(data, source=f"thresholds file {p!r}")
+
+
+def _check_ratio(pattern: str, ratio) -> None:
+    if (
+        isinstance(ratio, bool)
+        or not isinstance(ratio, (int, float))
+        or not math.isfinite(ratio)
+        or ratio < 1.0
+    ):
+        raise ValueError(
+            f"threshold for {pattern!r} must be a finite ratio >= 1.0 (1.05 = 5% worse), "
+            f"got {ratio!r}"
+        )
+
+
+def _first(pairs, name: str, default):
+    for pattern, value in pairs:
+        if fnmatch.fnmatchcase(name, pattern):
+            return value
+    return default

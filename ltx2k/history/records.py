@@ -1,0 +1,497 @@
+"""Load an asv results directory into flat records, reporting what is broken.
+
+asv's own loader (:meth:`asv.results.Results.load`) decodes each result
+file; this module adds what asv leaves to log warnings: every file or
+benchmark that cannot be used becomes a :class:`Problem` with a sentence a
+human can act on, and nothing is fatal. A GPU whose files are all broken
+still shows up, as Problems naming that machine, so a dashboard can say
+"no data from a100-sxm4-80gb" instead of quietly drawing two GPUs.
+
+Machine information (``results/<machine>/machine.json``) is attached to
+every record as ``Record.machine_info``: one read-only mapping per machine,
+shared by all of its records and excluded from equality and hashing.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+# asv stores the API version in every file; these are the versions asv 0.6 writes.
+RESULTS_API_VERSION = 2
+MACHINE_API_VERSION = 1
+BENCHMARKS_API_VERSION = 2
+
+# asv's default benchmark timeout (seconds), used when benchmarks.json is unreadable.
+DEFAULT_TIMEOUT_S = 60.0
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Record:
+    """One value: machine x commit x env x benchmark x parameter combination."""
+
+    machine: str
+    commit: str
+    date: int  # commit date, ms since epoch, as asv stores it
+    benchmark: str  # "bench_kernels.SplitRope.time_device_cold"
+    params: tuple[tuple[str, str], ...]  # (("variant", "blocked"), ("shape", "B1_...")), unquoted
+    value: float | None  # None: failed / skipped / timed out
+    ci_99: tuple[float, float] | None
+    q_25: float | None
+    q_75: float | None
+    samples: tuple[float, ...] | None
+    number: int | None
+    repeat: int | None
+    unit: str  # from results/benchmarks.json ("seconds", "allocations", "%"), "" if unknown
+    env: str
+    machine_info: Mapping = field(
+        default_factory=lambda: _EMPTY, compare=False, hash=False, repr=False
+    )
+
+    @property
+    def param_dict(self) -> dict[str, str]:
+        return dict(self.params)
+
+    @property
+    def stats(self) -> dict | None:
+        """The stats dict in asv's own shape, as :func:`asv._stats.is_different` wants it."""
+        if self.ci_99 is None:
+            return None
+        return {
+            "ci_99_a": self.ci_99[0],
+            "ci_99_b": self.ci_99[1],
+            "q_25": self.q_25,
+            "q_75": self.q_75,
+            "number": self.number,
+            "repeat": self.repeat,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something in the results directory that could not be used.
+
+    ``kind`` is one of: ``"corrupt"`` (not JSON, or JSON of the wrong shape),
+    ``"truncated"`` (JSON that stops early, including an empty file),
+    ``"unreadable"`` (the OS refused to read it), ``"wrong-version"`` (an asv
+    file format this asv does not read), ``"missing-machine-json"``,
+    ``"bad-machine-json"``, ``"machine-mismatch"`` (a file filed under another
+    machine's directory), ``"empty-machine"`` (a machine directory with no
+    result files), ``"no-usable-results"`` (a machine whose every file is
+    broken), ``"missing-benchmarks-json"``, ``"unknown-benchmark"`` (a result
+    for a benchmark benchmarks.json does not describe), ``"failed"``,
+    ``"timeout"`` and ``"skipped"`` (benchmarks without a value).
+    """
+
+    path: str
+    machine: str | None
+    kind: str
+    message: str
+
+
+def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
+    """Read every ``<machine>/*.json`` under *results_dir*.
+
+    Returns all records (failed ones too, with ``value=None``) sorted by
+    machine, date, benchmark and params, and every problem found. Only a
+    *results_dir* that is not a directory raises (``ValueError``).
+    """
+    root = Path(os.fspath(results_dir))
+    if not root.is_dir():
+        raise ValueError(f"results_dir={os.fspath(results_dir)!r} is not a directory")
+
+    problems: list[Problem] = []
+    benchmarks = _load_benchmarks_json(root, problems)
+    records: list[Record] = []
+    unknown: dict[str, str] = {}
+    for machine_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if machine_dir.name.startswith("."):
+            continue  # .git of a store checkout, editor folders
+        records.extend(_load_machine(machine_dir, benchmarks, problems, unknown))
+    for name, path in sorted(unknown.items()):
+        problems.append(
+            Problem(
+                path,
+                None,
+                "unknown-benchmark",
+                f"Benchmark {name!r} has results but is not described in "
+                "benchmarks.json, so its unit and parameter names are unknown "
+                "(re-run `asv run` or push an up-to-date benchmarks.json).",
+            )
+        )
+    records.sort(key=lambda r: (r.machine, r.date, r.commit, r.benchmark, r.params, r.env))
+    return records, problems
+
+
+# --- files ---------------------------------------------------------------------------
+
+
+def _read_json(path: Path, machine: str | None, problems: list[Problem], what: str):
+    """Parse one JSON file, or record why it cannot be parsed and return None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(
+            Problem(str(path), machine, "unreadable", f"Cannot read {what} {path}: {e}.")
+        )
+        return None
+    if not text.strip():
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "truncated",
+                f"{what.capitalize()} {path} is empty (0 bytes of JSON); the run that "
+                "wrote it was probably interrupted.",
+            )
+        )
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        # The parser ran off the end of the input: the file was cut short
+        # (disk full, killed runner, partial copy), not scrambled.
+        if e.pos >= len(text.rstrip()):
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "truncated",
+                    f"{what.capitalize()} {path} is truncated: its JSON stops after "
+                    f"{len(text)} bytes ({e.msg}); the run that wrote it was probably "
+                    "interrupted.",
+                )
+            )
+        else:
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "corrupt",
+                    f"{what.capitalize()} {path} is not valid JSON ({e.msg} at line "
+                    f"{e.lineno}, column {e.colno}).",
+                )
+            )
+        return None
+
+
+def _check_version(data, path: Path, machine, expected: int, problems, what: str) -> bool:
+    if not isinstance(data, dict):
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "corrupt",
+                f"{what.capitalize()} {path} holds a JSON {type(data).__name__}, not an object.",
+            )
+        )
+        return False
+    version = data.get("version")
+    if version != expected:
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "wrong-version",
+                f"{what.capitalize()} {path} has format version {version!r}; this asv "
+                f"reads version {expected} (run `asv update`, or use a matching asv).",
+            )
+        )
+        return False
+    return True
+
+
+def _load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
+    path = root / "benchmarks.json"
+    if not path.exists():
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                "missing-benchmarks-json",
+                f"{path} is missing: units and parameter names are unknown, and "
+                "`asv publish` will not run (copy it from any runner's results).",
+            )
+        )
+        return {}
+    data = _read_json(path, None, problems, "benchmarks file")
+    if data is None or not _check_version(
+        data, path, None, BENCHMARKS_API_VERSION, problems, "benchmarks file"
+    ):
+        return {}
+    return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
+
+
+def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
+    path = machine_dir / "machine.json"
+    name = machine_dir.name
+    if not path.exists():
+        problems.append(
+            Problem(
+                str(path),
+                name,
+                "missing-machine-json",
+                f"Machine {name!r} has no machine.json: its results are loaded, but "
+                "`asv publish` skips this machine until a runner writes one "
+                "(`asv machine` or `ltx2k machine --write`).",
+            )
+        )
+        return _EMPTY
+    sink: list[Problem] = []
+    data = _read_json(path, name, sink, "machine file")
+    if data is not None and _check_version(
+        data, path, name, MACHINE_API_VERSION, sink, "machine file"
+    ):
+        if data.get("machine") == name:
+            return MappingProxyType({k: v for k, v in data.items() if k != "version"})
+        sink.append(
+            Problem(
+                str(path),
+                name,
+                "bad-machine-json",
+                f"{path} names machine {data.get('machine')!r}, not {name!r}.",
+            )
+        )
+    for p in sink:
+        problems.append(
+            Problem(
+                p.path,
+                name,
+                "bad-machine-json",
+                f"{p.message} Results of {name!r} are loaded without machine information, "
+                "and `asv publish` skips this machine.",
+            )
+        )
+    return _EMPTY
+
+
+def _load_machine(
+    machine_dir: Path, benchmarks: dict, problems: list[Problem], unknown: dict[str, str]
+) -> list[Record]:
+    from asv import util
+    from asv.results import Results
+
+    name = machine_dir.name
+    info = _load_machine_json(machine_dir, problems)
+    files = sorted(
+        p for p in machine_dir.iterdir() if p.suffix == ".json" and p.name != "machine.json"
+    )
+    if not files:
+        problems.append(
+            Problem(
+                str(machine_dir),
+                name,
+                "empty-machine",
+                f"Machine {name!r} has a results directory but no result files; its "
+                "runner never finished `asv run` or never pushed its results.",
+            )
+        )
+        return []
+
+    records: list[Record] = []
+    usable = 0
+    for path in files:
+        n_before = len(problems)
+        data = _read_json(path, name, problems, "result file")
+        if data is None or not _check_version(
+            data, path, name, RESULTS_API_VERSION, problems, "result file"
+        ):
+            continue
+        try:
+            res = Results.load(str(path))
+        except (util.UserError, KeyError, TypeError, ValueError, AttributeError) as e:
+            del problems[n_before:]
+            problems.append(
+                Problem(
+                    str(path),
+                    name,
+                    "corrupt",
+                    f"Result file {path} is JSON but not an asv result: {e}.",
+                )
+            )
+            continue
+        file_machine = (res.params or {}).get("machine") if isinstance(res.params, dict) else None
+        if file_machine != name:
+            problems.append(
+                Problem(
+                    str(path),
+                    name,
+                    "machine-mismatch",
+                    f"Result file {path} says it was measured on {file_machine!r} but sits "
+                    f"in the directory of {name!r}; it is ignored rather than credited "
+                    "to the wrong GPU.",
+                )
+            )
+            continue
+        usable += 1
+        records.extend(_records_of(res, path, name, info, benchmarks, problems, unknown))
+
+    if usable == 0:
+        problems.append(
+            Problem(
+                str(machine_dir),
+                name,
+                "no-usable-results",
+                f"Machine {name!r} has {len(files)} result file(s) and none could be "
+                "loaded; see the other problems for this machine.",
+            )
+        )
+    return records
+
+
+# --- values ----------------------------------------------------------------------------
+
+
+def _unquote(value) -> str:
+    """asv stores parameter values as repr() strings ("'blocked'"); return the plain text."""
+    if not isinstance(value, str):
+        return str(value)
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return value
+    return parsed if isinstance(parsed, str) else value
+
+
+def _opt_float(x) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _records_of(res, path: Path, machine, info, benchmarks, problems, unknown) -> list[Record]:
+    out: list[Record] = []
+    env = res._env_name  # asv 0.6 has no public accessor for the env name
+    for name in sorted(res.get_all_result_keys()):
+        meta = benchmarks.get(name)
+        if meta is None and benchmarks:
+            unknown.setdefault(name, str(path))
+        meta = meta or {}
+        try:
+            rows = _rows_of(res, name, meta)
+        except (TypeError, ValueError, IndexError, AttributeError) as e:
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "corrupt",
+                    f"Benchmark {name} in {path} has malformed data and is ignored: {e}.",
+                )
+            )
+            continue
+        unit = str(meta.get("unit") or "")
+        failed: dict[str, list[str]] = {}
+        for (params, raw_value), value, stats, samples in rows:
+            if value is None:
+                kind = _why_missing(res, name, meta, raw_value)
+                failed.setdefault(kind, []).append(_label(params))
+            st = stats or {}
+            ci = None
+            if st.get("ci_99_a") is not None and st.get("ci_99_b") is not None:
+                ci = (float(st["ci_99_a"]), float(st["ci_99_b"]))
+            out.append(
+                Record(
+                    machine=machine,
+                    commit=str(res.commit_hash),
+                    date=int(res.date) if res.date is not None else 0,
+                    benchmark=name,
+                    params=params,
+                    value=value,
+                    ci_99=ci,
+                    q_25=_opt_float(st.get("q_25")),
+                    q_75=_opt_float(st.get("q_75")),
+                    samples=tuple(float(s) for s in samples) if samples else None,
+                    number=int(st["number"]) if st.get("number") is not None else None,
+                    repeat=int(st["repeat"]) if st.get("repeat") is not None else None,
+                    unit=unit,
+                    env=str(env),
+                    machine_info=info,
+                )
+            )
+        for kind, labels in failed.items():
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    kind,
+                    _missing_message(kind, name, res, meta, labels, len(rows)),
+                )
+            )
+    return out
+
+
+def _rows_of(res, name: str, meta: dict):
+    """Yield ((params, raw_value), value, stats, samples) per parameter combination."""
+    bparams = res.get_result_params(name) or []
+    if not isinstance(bparams, list) or not all(isinstance(p, list) for p in bparams):
+        raise ValueError(f"parameter lists {bparams!r} are not lists")
+    names = list(meta.get("param_names") or [])
+    if len(names) != len(bparams):
+        # Without benchmarks.json asv itself cannot name parameters either.
+        names = [f"param{i + 1}" for i in range(len(bparams))]
+    combos = list(itertools.product(*bparams))
+    raw = res._results.get(name)
+    if raw is not None and not isinstance(raw, list):
+        raw = [raw]  # very old unparameterized layout: a bare number
+    if raw is not None and len(raw) != len(combos):
+        raise ValueError(
+            f"{len(raw)} values for {len(combos)} parameter combinations of {bparams!r}"
+        )
+    values = res.get_result_value(name, bparams)
+    stats = res.get_result_stats(name, bparams)
+    samples = res.get_result_samples(name, bparams)
+    rows = []
+    for combo, v, st, sm in zip(combos, values, stats, samples, strict=True):
+        params = tuple((n, _unquote(x)) for n, x in zip(names, combo, strict=True))
+        if v is not None and not isinstance(v, (int, float)):
+            raise TypeError(f"value {v!r} for {_label(params)} is not a number")
+        if st is not None and not isinstance(st, dict):
+            raise TypeError(f"stats {st!r} for {_label(params)} are not a mapping")
+        value = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+        rows.append(((params, v), value, st if value is not None else None, sm))
+    return rows
+
+
+def _why_missing(res, name: str, meta: dict, value_raw) -> str:
+    """asv writes NaN for a skipped combination and None for a failure.
+
+    asv does not save the exit code, so a timeout is recognised the way a
+    human would: the benchmark's recorded duration reached its timeout.
+    """
+    if isinstance(value_raw, float) and math.isnan(value_raw):
+        return "skipped"
+    duration = (res.duration or {}).get(name)
+    timeout = float(meta.get("timeout") or DEFAULT_TIMEOUT_S)
+    if duration is not None and float(duration) >= 0.99 * timeout:
+        return "timeout"
+    return "failed"
+
+
+def _label(params: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params) or "(no parameters)"
+
+
+def _missing_message(kind, name, res, meta, labels: list[str], total: int) -> str:
+    commit = str(res.commit_hash)[:8]
+    shown = "; ".join(labels[:4]) + (f"; and {len(labels) - 4} more" if len(labels) > 4 else "")
+    head = f"Benchmark {name} at commit {commit}: {len(labels)} of {total} parameter combination(s)"
+    if kind == "skipped":
+        return f"{head} were skipped (setup raised NotImplementedError): {shown}."
+    if kind == "timeout":
+        duration = float((res.duration or {}).get(name) or 0.0)
+        timeout = float(meta.get("timeout") or DEFAULT_TIMEOUT_S)
+        return (
+            f"{head} have no value and the benchmark ran {duration:.1f} s against a "
+            f"{timeout:g} s timeout, so it most likely timed out: {shown}."
+        )
+    return f"{head} failed (asv stored no value; see the runner's log): {shown}."
