@@ -55,8 +55,33 @@ def cmd_quick(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from ltx2k import asv_run
+
+    return asv_run.run(args.asv_args, config=args.config, dry_run=args.dry_run)
+
+
 # --- history, analysis, report (see ltx2k/history, ltx2k/analysis, ltx2k/report) ---
 # HELPER-SECTION: add history/regress/report handlers below this line.
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ltx2k.report import publish
+
+    results, html, conf_repo = publish.conf_dirs(args.config, args.results, args.html)
+    repo = Path(args.repo).resolve() if args.repo else conf_repo
+    report = args.regress_json
+    if report is None:
+        report = publish.latest_vs_previous(results, repo=repo if repo.is_dir() else None)
+    res = publish.publish(
+        args.config, results, html, regress_json=report, repo=repo, last=args.last
+    )
+    print(f"wrote {res.html_dir}/index.html and {res.summary}", file=sys.stderr)
+    if not res.asv_ok:
+        return _fail("asv publish failed; only the summary page was written (see problems above)")
+    return EXIT_OK
 
 
 # --- parser ----------------------------------------------------------------------
@@ -83,7 +108,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seconds", type=float, default=0.2, help="time budget per measurement")
     s.set_defaults(func=cmd_quick)
 
+    s = sub.add_parser(
+        "run",
+        help="asv run on this machine (GPU-derived name, samples recorded, offline env)",
+        description="Everything after the options is passed to `asv run`, e.g. "
+        "`ltx2k run HEAD^!`, `ltx2k run main~3..main`, `ltx2k run NEW`.",
+    )
+    s.add_argument("--config", default="asv.conf.json")
+    s.add_argument("--dry-run", action="store_true", help="print the asv command only")
+    s.add_argument("asv_args", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_run)
+
     # HELPER-PARSERS: add history/regress/report subparsers below this line.
+
+    s = sub.add_parser("publish", help="build the dashboard: asv publish + html/summary.html")
+    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    s.add_argument("--results", default=None, help="results dir (default: the config's)")
+    s.add_argument("--html", default=None, help="output dir (default: the config's html_dir)")
+    s.add_argument(
+        "--regress-json",
+        default=None,
+        help="regress report to show (default: compute latest commit vs the previous one)",
+    )
+    s.add_argument("--repo", default=None, help="git repo with the commits (default: the config's)")
+    s.add_argument("--last", type=int, default=None, help="history plots: keep the last N commits")
+    s.set_defaults(func=cmd_publish)
 
     return p
 

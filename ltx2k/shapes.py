@@ -59,12 +59,12 @@ ADA_SHAPES: tuple[AdaShape, ...] = (
 # D=64/128, partial head blocks). Append only.
 ROPE_SHAPES_CPU: tuple[RopeShape, ...] = (
     RopeShape(1, 4, 3, 64),
-    RopeShape(2, 3, 24, 128),
+    RopeShape(2, 1, 24, 64),
 )
 
 ADA_SHAPES_CPU: tuple[AdaShape, ...] = (
     AdaShape(1, 1, 256, "bf16"),
-    AdaShape(2, 3, 128, "fp32"),
+    AdaShape(2, 3, 96, "fp32"),
 )
 
 # Variants per kernel. The first Triton variant is the pre-optimization seed,

@@ -8,10 +8,11 @@ TorchDispatchMode counts op outputs whose storage is new.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_leaves
 
 
@@ -37,6 +38,29 @@ class _NewStorageCounter(TorchDispatchMode):
         return out
 
 
+@contextlib.contextmanager
+def _interpreter_unobserved():
+    # Triton's CPU interpreter copies arguments and builds numpy views with torch
+    # ops of its own; on a GPU those are not there, so they are not the
+    # function's allocations. Run interpreted launches outside the counting mode.
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        yield
+        return
+    original = InterpretedFunction.run
+
+    def run(self, *args, **kwargs):
+        with _disable_current_modes():
+            return original(self, *args, **kwargs)
+
+    InterpretedFunction.run = run
+    try:
+        yield
+    finally:
+        InterpretedFunction.run = original
+
+
 def allocations_per_call(fn: Callable[[], object], on_gpu: bool) -> int:
     fn()  # warm-up: JIT compile, allocator pools
     if on_gpu:
@@ -46,6 +70,6 @@ def allocations_per_call(fn: Callable[[], object], on_gpu: bool) -> int:
         after = torch.cuda.memory_stats()["allocation.all.allocated"]
         del out
         return int(after - before)
-    with _NewStorageCounter() as counter:
+    with _interpreter_unobserved(), _NewStorageCounter() as counter:
         fn()
     return counter.count

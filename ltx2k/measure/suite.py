@@ -19,8 +19,9 @@ from ltx2k.measure import allocations as _alloc
 from ltx2k.measure import bandwidth, device_time, gate, host
 
 METRICS = ("device_cold", "device_warm", "host")
-# Calls per host-latency sample: one device sync per batch, amortised.
-HOST_BATCH = 50
+# Calls per host-latency sample: one device sync per batch, amortised. In the
+# interpreter a call takes ~10-100 ms, so one call is already a long sample.
+HOST_BATCH_GPU = 50
 
 
 @dataclass
@@ -77,12 +78,13 @@ def prepare(kernel: str, variant: str, shape, metric: str) -> Timed:
     on_gpu = _on_gpu()
     if metric == "host":
         args = _args(kernel, shape)
+        n = HOST_BATCH_GPU if on_gpu else 1
 
         def batch() -> None:
-            for _ in range(HOST_BATCH):
+            for _ in range(n):
                 fn(*args)
 
-        timed = Timed(run=batch, timer=_ScaledHostClock(on_gpu, HOST_BATCH))
+        timed = Timed(run=batch, timer=_ScaledHostClock(on_gpu, n))
     else:
         cold = metric == "device_cold"
         spec = cases.KERNELS[kernel]

@@ -18,6 +18,7 @@ from pathlib import Path
 from string import Template
 
 from ltx2k import shapes
+from ltx2k.analysis.regress import format_value
 from ltx2k.report import plots
 
 SUMMARY_HTML = "summary.html"
@@ -100,15 +101,13 @@ def _date(ms: int) -> str:
 # --- 1. regression matrix -----------------------------------------------------------
 
 
-def _fmt_value(x, metric: str) -> str:
+def _fmt_value(x, unit: str) -> str:
     if not isinstance(x, (int, float)) or not math.isfinite(x):
         return "n/a"
-    if metric.startswith("time_"):
-        return f"{x * 1e6:.3g} µs"
-    return f"{x:.4g}"
+    return format_value(float(x), unit)
 
 
-def _cell(cell: Mapping | None, machine: str, metric: str) -> str:
+def _cell(cell: Mapping | None, machine: str, unit: str) -> str:
     if cell is None:
         return (
             f'<td class="flag-missing" data-machine="{_e(machine)}" data-flag="missing">'
@@ -121,8 +120,8 @@ def _cell(cell: Mapping | None, machine: str, metric: str) -> str:
     p = cell.get("p_value")
     p_txt = f", p={p:.2g}" if isinstance(p, (int, float)) and math.isfinite(p) else ""
     tip = (
-        f"{flag}: head {_fmt_value(cell.get('head'), metric)}, "
-        f"base {_fmt_value(cell.get('base'), metric)}{p_txt}"
+        f"{flag}: head {_fmt_value(cell.get('head'), unit)}, "
+        f"base {_fmt_value(cell.get('base'), unit)}{p_txt}"
     )
     return (
         f'<td class="num flag-{_e(flag)}" data-machine="{_e(machine)}" data-flag="{_e(flag)}"'
@@ -136,12 +135,12 @@ def _matrix_table(rows: Sequence[Mapping], machines: Sequence[str], table_id: st
     body = []
     for row in rows:
         cells = row.get("cells", {})
-        metric = str(row.get("metric", ""))
-        tds = "".join(_cell(cells.get(m), m, metric) for m in machines)
+        kernel, metric = plots.report_row_kernel_metric(row)
+        tds = "".join(_cell(cells.get(m), m, str(row.get("unit", ""))) for m in machines)
         body.append(
-            f'<tr data-benchmark="{_e(row.get("benchmark", ""))}"><td>{_e(row.get("kernel"))}</td>'
-            f"<td>{_e(metric)}</td><td>{_e(row.get('variant'))}</td>"
-            f'<td class="mono">{_e(row.get("shape"))}</td>{tds}</tr>'
+            f'<tr data-benchmark="{_e(row.get("benchmark", ""))}"><td>{_e(kernel)}</td>'
+            f"<td>{_e(metric)}</td><td>{_e(row.get('variant') or '')}</td>"
+            f'<td class="mono">{_e(row.get("shape") or "")}</td>{tds}</tr>'
         )
     return (
         f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
@@ -212,7 +211,7 @@ def _status_badge(status) -> str:
 
 def _figure(src: str, alt: str, caption: str = "") -> str:
     cap = f"<figcaption>{_e(caption)}</figcaption>" if caption else ""
-    return f'<figure><img src="{_e(src)}" alt="{_e(alt)}" loading="lazy">{cap}</figure>'
+    return f'<figure><img src="{_e(src)}" alt="{_e(alt)}">{cap}</figure>'
 
 
 def _figures(images: Sequence[tuple[str, str]]) -> str:

@@ -84,6 +84,19 @@ def split_benchmark(name: str) -> tuple[str, str]:
     return ASV_CLASS_KERNEL.get(cls, cls), metric
 
 
+def report_row_kernel_metric(row: Mapping) -> tuple[str, str]:
+    """(kernel, metric) of a regress report row, named as in ltx2k.shapes.
+
+    Derived from the benchmark name because the report's "kernel" field is
+    asv's class name ("SplitRope"), while shapes.py speaks "split_rope".
+    """
+    return split_benchmark(str(row.get("benchmark", "")))
+
+
+def _row_params(row: Mapping) -> tuple[str, str]:
+    return str(row.get("variant") or ""), str(row.get("shape") or "")
+
+
 def _param(record, key: str) -> str:
     return dict(record.params).get(key, "")
 
@@ -196,7 +209,7 @@ def regression_heatmap(report: Mapping) -> Figure:
 
     by_panel: dict[tuple[str, str], dict[tuple[str, str], Mapping]] = defaultdict(dict)
     for row in rows:
-        by_panel[(row["kernel"], row["metric"])][(row["variant"], row["shape"])] = row
+        by_panel[report_row_kernel_metric(row)][_row_params(row)] = row
     kernels = _ordered((k for k, _ in by_panel), list(ASV_CLASS_KERNEL.values()))
     metrics = _ordered((m for _, m in by_panel), list(METRIC_TITLES))
 
@@ -305,11 +318,11 @@ def _head_flags(report: Mapping | None, kernel: str, metric: str) -> set[tuple[s
     """(machine, variant, shape) flagged as a regression at the report's head."""
     flagged = set()
     for row in (report or {}).get("rows", []):
-        if row.get("kernel") != kernel or row.get("metric") != metric:
+        if report_row_kernel_metric(row) != (kernel, metric):
             continue
         for m, cell in row.get("cells", {}).items():
             if cell.get("flag") == FLAG_REGRESSION:
-                flagged.add((m, row["variant"], row["shape"]))
+                flagged.add((m, *_row_params(row)))
     return flagged
 
 

@@ -1,0 +1,406 @@
+"""One results store for many GPU runners: a git branch holding asv's results tree.
+
+Layout (what pandas, numpy and astropy host for their asv runs): one branch,
+``asv-results`` by default, of any git repository, containing::
+
+    results/benchmarks.json
+    results/<machine>/machine.json
+    results/<machine>/<commit[:8]>-<env>.json
+
+exactly as ``asv run`` writes them. Each runner calls :func:`push_results`
+after ``asv run``; whoever builds the dashboard calls :func:`pull_results`
+and then ``asv publish``.
+
+Concurrency: runners push to the same branch at the same moment. A push only
+ever fast-forwards (never ``--force``, never a ``+`` refspec): when the tip
+moved under us, the runner fetches the new tip, re-applies its files on top
+of it in a fresh checkout, and pushes again after a randomized exponential
+backoff. Runners only write inside their own ``results/<machine>/`` and merge
+``benchmarks.json`` by key, so re-applying never conflicts and no runner's
+files are lost. The history stays linear: one commit per push that changed
+something, no merges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_BRANCH = "asv-results"
+STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point at it
+BENCHMARKS_JSON = "benchmarks.json"
+_BENCHMARKS_API_VERSION = 2
+
+# Messages git prints when the ref moved between our fetch and our push (or
+# another push holds the ref lock right now): worth a fetch and a retry.
+# Anything else (auth, missing repo, hooks refusing) fails at once.
+_RETRYABLE = re.compile(
+    r"\[rejected\]|\[remote rejected\]|non-fast-forward|fetch first|cannot lock ref|"
+    r"failed to update ref|failed to lock|incorrect old value|stale info"
+)
+
+
+@dataclass(frozen=True)
+class PushResult:
+    pushed: bool  # False: the store already held every file (a no-op)
+    commit: str | None  # the commit now at the branch tip that holds our files
+    files: tuple[str, ...]  # store paths this push added or changed
+    attempts: int  # pushes tried (1 + retries used)
+    skipped: tuple[str, ...] = ()  # local files not pushed because they are not JSON
+
+
+@dataclass(frozen=True)
+class PullResult:
+    commit: str
+    written: tuple[str, ...]  # paths (relative to dest) created or replaced
+    unchanged: int
+    kept_local: tuple[str, ...]  # local files that differ from the store and were kept
+
+
+class _Log:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, msg: str) -> None:
+        if self.stream is not None:
+            print(f"ltx2k store: {msg}", file=self.stream, flush=True)
+
+
+def _git(cwd, *args: str, check: bool = True, extra: Sequence[str] = ()):
+    # LC_ALL=C: we read git's messages to tell a moved tip from a real error.
+    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    proc = subprocess.run(
+        ["git", *extra, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if check and proc.returncode != 0:
+        raise RuntimeError(
+            f"`git {' '.join(args)}` failed (exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()}"
+        )
+    return proc
+
+
+# --- validation -------------------------------------------------------------------------
+
+
+def _check_url(store_url) -> str:
+    if isinstance(store_url, os.PathLike):
+        store_url = os.fspath(store_url)
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ValueError(f"store_url must be a git URL or path, got {store_url!r}")
+    return store_url.strip()
+
+
+def _check_branch(branch) -> str:
+    if not isinstance(branch, str) or not branch:
+        raise ValueError(f"branch must be a branch name, got {branch!r}")
+    proc = _git(None, "check-ref-format", "--branch", branch, check=False)
+    if proc.returncode != 0 or branch.startswith("-"):
+        raise ValueError(f"branch={branch!r} is not a valid git branch name")
+    return branch
+
+
+def _check_machines(results_dir: Path, machine) -> list[str]:
+    present = sorted(
+        p.name
+        for p in results_dir.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.json"))
+    )
+    if machine is None:
+        if len(present) == 1:
+            return present
+        if not present:
+            raise ValueError(
+                f"results_dir={str(results_dir)!r} holds no <machine>/ directory with results"
+            )
+        # Pushing every machine found could overwrite other runners' newer
+        # files with stale copies (e.g. after a pull into the same folder).
+        raise ValueError(
+            f"machine=None but results_dir={str(results_dir)!r} holds several machines "
+            f"{present}; pass machine= to name this runner's own"
+        )
+    names = [machine] if isinstance(machine, str) else list(machine)
+    if not names:
+        raise ValueError(f"machine must be a name or a non-empty list of names, got {machine!r}")
+    for name in names:
+        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:
+            raise ValueError(f"machine={name!r} is not a machine directory name")
+        if name not in present:
+            raise ValueError(
+                f"machine={name!r} has no result files in results_dir={str(results_dir)!r} "
+                f"(machines there: {present})"
+            )
+    return names
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+# --- benchmarks.json -----------------------------------------------------------------------
+
+
+def merge_benchmarks(base: dict | None, incoming: dict | None) -> dict:
+    """Union of two asv benchmarks.json mappings; *incoming* wins on a shared name.
+
+    The newest writer's description of a benchmark is the one asv should use
+    (its version hash decides which results ``asv publish`` shows); names
+    only the other side knows are kept, so runners on different suite
+    revisions never erase each other's benchmarks.
+    """
+    out = {k: v for k, v in (base or {}).items() if k != "version"}
+    out.update({k: v for k, v in (incoming or {}).items() if k != "version"})
+    return out
+
+
+def _read_json_object(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_benchmarks(path: Path, data: dict) -> None:
+    from asv import util
+
+    # asv's own writer (sorted, indented): identical content gives identical bytes.
+    util.write_json(str(path), data, api_version=_BENCHMARKS_API_VERSION)
+
+
+# --- push ------------------------------------------------------------------------------------
+
+
+def _collect(results_dir: Path, machines: list[str], log: _Log):
+    files, skipped = [], []
+    for m in machines:
+        for src in sorted((results_dir / m).glob("*.json")):
+            if not src.is_file():
+                continue
+            if _read_json_object(src) is None:
+                log(f"skipping {src}: not a JSON object (truncated or corrupt)")
+                skipped.append(str(src))
+                continue
+            files.append((src, f"{STORE_ROOT}/{m}/{src.name}"))
+    bench = None
+    bench_path = results_dir / BENCHMARKS_JSON
+    if bench_path.exists():
+        bench = _read_json_object(bench_path)
+        if bench is None:
+            log(f"skipping {bench_path}: not a JSON object (truncated or corrupt)")
+            skipped.append(str(bench_path))
+    return files, bench, skipped
+
+
+def _remote_tip(store_url: str, branch: str) -> str | None:
+    proc = _git(None, "ls-remote", "--heads", store_url, f"refs/heads/{branch}", check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cannot reach store {store_url!r}: {proc.stderr.strip()}")
+    line = proc.stdout.strip()
+    return line.split()[0] if line else None
+
+
+def _checkout_tip(work: Path, store_url: str, branch: str) -> str | None:
+    """A fresh checkout of the branch tip in *work* (or an empty orphan branch)."""
+    _git(None, "init", "-q", str(work))
+    tip = _remote_tip(store_url, branch)
+    if tip is None:
+        _git(work, "checkout", "-q", "--orphan", branch)
+        return None
+    # Only the tip is needed to add a commit on top of it.
+    _git(work, "fetch", "-q", "--depth=1", "--no-tags", store_url, f"refs/heads/{branch}")
+    fetched = _git(work, "rev-parse", "FETCH_HEAD").stdout.strip()
+    _git(work, "checkout", "-q", "-B", branch, fetched)
+    return fetched
+
+
+def _apply(work: Path, files, bench: dict | None) -> list[str]:
+    """Copy this runner's files into the checkout; return the store paths that changed."""
+    changed = []
+    for src, rel in files:
+        dst = work / rel
+        data = src.read_bytes()
+        if dst.exists() and dst.read_bytes() == data:
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
+        changed.append(rel)
+    if bench is not None:
+        rel = f"{STORE_ROOT}/{BENCHMARKS_JSON}"
+        dst = work / rel
+        current = _read_json_object(dst) if dst.exists() else None
+        merged = merge_benchmarks(current, bench)
+        if current is None or merge_benchmarks(None, current) != merged:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            _write_benchmarks(dst, merged)
+            changed.append(rel)
+    return changed
+
+
+def _commit(work: Path, paths: list[str], message: str) -> str:
+    _git(work, "add", "--", *paths)
+    identity = []
+    if not _git(work, "config", "user.email", check=False).stdout.strip():
+        identity = ["-c", "user.name=ltx2k store", "-c", "user.email=ltx2k-store@localhost"]
+    _git(work, "commit", "-q", "--no-verify", "-m", message, extra=identity)
+    return _git(work, "rev-parse", "HEAD").stdout.strip()
+
+
+def _push(work: Path, store_url: str, branch: str):
+    # A plain refspec (no '+') and no --force: the server refuses anything
+    # but a fast-forward, which is what keeps other runners' commits safe.
+    return _git(work, "push", "-q", store_url, f"HEAD:refs/heads/{branch}", check=False)
+
+
+def push_results(
+    store_url,
+    results_dir,
+    branch: str = DEFAULT_BRANCH,
+    machine: str | Sequence[str] | None = None,
+    message: str | None = None,
+    retries: int = 8,
+    backoff: float = 0.5,
+    *,
+    log=sys.stderr,
+) -> PushResult:
+    """Add this runner's ``results/<machine>/`` files to the store branch.
+
+    *machine* names the runner's own machine directory (or several); when
+    None, *results_dir* must hold exactly one. Creates the branch as an
+    orphan if the store has none. Retries up to *retries* times when other
+    runners moved the tip, sleeping ``backoff * 2**attempt`` seconds
+    (randomized +-50%, capped at 30 s). Pushing files the store already has
+    is a no-op (``pushed=False``).
+    """
+    store_url = _check_url(store_url)
+    root = Path(os.fspath(results_dir)) if isinstance(results_dir, (str, os.PathLike)) else None
+    if root is None or not root.is_dir():
+        raise ValueError(f"results_dir={results_dir!r} is not a directory")
+    branch = _check_branch(branch)
+    machines = _check_machines(root, machine)
+    retries = _check_int("retries", retries, 0)
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
+        raise ValueError(f"backoff must be a number of seconds >= 0, got {backoff!r}")
+    if message is not None and (not isinstance(message, str) or not message.strip()):
+        raise ValueError(f"message must be a non-empty str, got {message!r}")
+    say = _Log(log)
+
+    files, bench, skipped = _collect(root, machines, say)
+    if not files:
+        raise ValueError(
+            f"machine={machines!r}: no readable result files under {str(root)!r} to push"
+        )
+    msg = message or f"results: {', '.join(machines)} ({len(files)} file(s) offered)"
+
+    with tempfile.TemporaryDirectory(prefix="ltx2k-store-") as tmp:
+        for attempt in range(retries + 1):
+            # A fresh checkout per attempt: re-applying onto the new tip is a
+            # plain copy, with no rebase state to clean up.
+            work = Path(tmp) / f"attempt{attempt}"
+            say(f"fetching {branch!r} from {store_url} (attempt {attempt + 1}/{retries + 1})")
+            tip = _checkout_tip(work, store_url, branch)
+            if tip is None:
+                say(f"branch {branch!r} does not exist yet; creating it as an orphan branch")
+            changed = _apply(work, files, bench)
+            if not changed:
+                say(f"nothing to push: the store already holds these {len(files)} file(s)")
+                return PushResult(False, tip, (), attempt, tuple(skipped))
+            say(f"committing {len(changed)} changed file(s) for {', '.join(machines)}")
+            commit = _commit(work, changed, msg)
+            proc = _push(work, store_url, branch)
+            if proc.returncode == 0:
+                say(f"pushed {commit[:12]} to {store_url} {branch}")
+                return PushResult(True, commit, tuple(changed), attempt + 1, tuple(skipped))
+            err = (proc.stderr or proc.stdout).strip()
+            if not _RETRYABLE.search(err):
+                raise RuntimeError(f"push to {store_url!r} ({branch}) failed: {err}")
+            if attempt == retries:
+                break
+            delay = min(backoff * 2**attempt, 30.0) * random.uniform(0.5, 1.5)
+            say(f"push rejected (another runner moved {branch!r}); retrying in {delay:.2f} s")
+            time.sleep(delay)
+    raise RuntimeError(
+        f"push to {store_url!r} ({branch}) still rejected after {retries + 1} attempts; "
+        "other runners keep moving the tip -- raise retries= or backoff="
+    )
+
+
+# --- pull -------------------------------------------------------------------------------------
+
+
+def pull_results(
+    store_url,
+    dest_results_dir,
+    branch: str = DEFAULT_BRANCH,
+    *,
+    overwrite: bool = False,
+    log=sys.stderr,
+) -> PullResult:
+    """Assemble the store into a local asv results directory, for ``asv publish``.
+
+    New files are written; identical ones are left alone; a local file that
+    differs from the store's is kept (and listed) unless *overwrite*, so a
+    pull never destroys results not yet pushed. ``benchmarks.json`` is merged
+    by benchmark name, the store's entries winning.
+    """
+    store_url = _check_url(store_url)
+    if not isinstance(dest_results_dir, (str, os.PathLike)) or not os.fspath(dest_results_dir):
+        raise ValueError(f"dest_results_dir must be a path, got {dest_results_dir!r}")
+    dest = Path(os.fspath(dest_results_dir))
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"dest_results_dir={str(dest)!r} exists and is not a directory")
+    branch = _check_branch(branch)
+    say = _Log(log)
+
+    with tempfile.TemporaryDirectory(prefix="ltx2k-store-") as tmp:
+        work = Path(tmp) / "store"
+        say(f"fetching {branch!r} from {store_url}")
+        tip = _checkout_tip(work, store_url, branch)
+        if tip is None:
+            raise RuntimeError(
+                f"store {store_url!r} has no branch {branch!r}; no runner has pushed results yet"
+            )
+        src_root = work / STORE_ROOT
+        written, kept, unchanged = [], [], 0
+        for src in sorted(p for p in src_root.rglob("*") if p.is_file()):
+            rel = src.relative_to(src_root)
+            dst = dest / rel
+            if rel.as_posix() == BENCHMARKS_JSON:
+                local = _read_json_object(dst) if dst.exists() else None
+                merged = merge_benchmarks(local, _read_json_object(src))
+                if local is not None and merge_benchmarks(None, local) == merged:
+                    unchanged += 1
+                    continue
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                _write_benchmarks(dst, merged)
+                written.append(rel.as_posix())
+                continue
+            data = src.read_bytes()
+            if dst.exists():
+                if dst.read_bytes() == data:
+                    unchanged += 1
+                    continue
+                if not overwrite:
+                    kept.append(rel.as_posix())
+                    continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+            written.append(rel.as_posix())
+    if kept:
+        say(
+            f"kept {len(kept)} local file(s) that differ from the store "
+            f"(pass overwrite=True / --overwrite to replace them): {', '.join(kept[:5])}"
+        )
+    say(f"pulled {tip[:12]}: {len(written)} written, {unchanged} unchanged into {dest}")
+    return PullResult(tip, tuple(written), unchanged, tuple(kept))

@@ -1,0 +1,439 @@
+"""Publish the dashboard: asv's own site plus our summary page next to it.
+
+``asv publish`` builds the per-GPU graphs, the regressions page and the
+Atom feed; we never re-implement those. What we add around it:
+
+* a **staged results directory**: asv publish crashes on one unreadable
+  machine.json and on a result whose commit the repository lacks, and merely
+  logs (and drops) a corrupt result file. We copy only the files both
+  ``ltx2k.history.records.load_results`` and asv's own loaders accept into
+  a temporary directory and point a temporary copy of asv.conf.json at it,
+  so a bad file becomes a listed Problem instead of a failed or silently
+  thinner dashboard;
+* **offline assets**: asv 0.6's index.html pulls jQuery, flot and bootstrap
+  from CDNs; we copy vendored copies (templates/VENDORED.txt) into
+  ``html/vendor/`` and point the page at them, so the site works on an
+  air-gapped runner, from a CI artifact, or on a host without internet;
+* a **link to summary.html** in asv's navigation bar, and the summary page.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ltx2k.history.records import Problem, load_results
+from ltx2k.report import page
+
+# CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/templates/.
+VENDORED_ASSETS = {
+    "https://code.jquery.com/jquery-3.3.1.min.js": "jquery-3.3.1.min.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js": "jquery.flot.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.time.min.js": (
+        "jquery.flot.time.js"
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js": (
+        "jquery.flot.selection.js"
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js": (
+        "jquery.flot.categories.js"
+    ),
+    "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js": (
+        "jquery.flot.orderBars.js"
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js": (
+        "stupidtable.min.js"
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js": "md5.min.js",
+    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js": "bootstrap.min.js",
+    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css": (
+        "bootstrap.min.css"
+    ),
+}
+VENDOR_DIR = "vendor"
+SUMMARY_LINK_ID = "ltx2k-summary-link"
+
+# Problems that make a result file unusable as a whole (asv must not see it).
+_BAD_FILE_KINDS = {"corrupt", "truncated", "unreadable", "wrong-version", "machine-mismatch"}
+# Problems that make asv publish skip or crash on a whole machine directory.
+_BAD_MACHINE_KINDS = {"missing-machine-json", "bad-machine-json"}
+# asv log lines worth surfacing: they mean data was left out of the dashboard.
+_ASV_DROPS = re.compile(r"(Couldn't find .* in branches|Skipping results|Error parsing JSON)")
+
+
+@dataclass
+class PublishResult:
+    html_dir: Path
+    summary: Path
+    problems: list[Problem] = field(default_factory=list)
+    asv_ok: bool = True  # False: asv's site is missing or stale; the summary page is still there
+
+
+def publish(
+    asv_conf: str | os.PathLike,
+    results_dir: str | os.PathLike,
+    html_dir: str | os.PathLike,
+    *,
+    regress_json: str | os.PathLike | Mapping | None = None,
+    repo: str | os.PathLike | None = None,
+    last: int | None = None,
+    log=None,
+) -> PublishResult:
+    """Build ``html_dir``: asv's dashboard, then ``summary.html`` + ``summary/*.png``.
+
+    ``regress_json`` is a report of ``ltx2k.analysis.regress`` (path or
+    mapping); without one the matrix section says so. ``repo`` overrides
+    asv.conf.json's repository (it must hold every result's commit). Problems
+    are printed to ``log`` (default stderr) and listed on the page; none is
+    fatal. Raises ValueError only for bad arguments.
+    """
+    log = sys.stderr if log is None else log
+    conf_path = Path(asv_conf).resolve()
+    if not conf_path.is_file():
+        raise ValueError(f"asv_conf={os.fspath(asv_conf)!r} is not a file")
+    results = Path(results_dir).resolve()
+    if not results.is_dir():
+        raise ValueError(f"results_dir={os.fspath(results_dir)!r} is not a directory")
+    if last is not None and last < 1:
+        raise ValueError(f"last must be a positive number of commits, got {last!r}")
+    report = _load_report(regress_json)
+    html = Path(html_dir).resolve()
+
+    records, problems = load_results(results)
+    problems = list(problems)
+    with tempfile.TemporaryDirectory(prefix="ltx2k-publish-") as tmp:
+        tmp = Path(tmp)
+        conf = _staged_conf(conf_path, tmp, html, repo)
+        staged = _stage_results(results, tmp / "results", conf, problems)
+        conf["results_dir"] = str(staged)
+        tmp_conf = tmp / "asv.conf.json"
+        tmp_conf.write_text(json.dumps(conf, indent=2), encoding="utf-8")
+        asv_ok = _run_asv_publish(tmp_conf, conf_path, problems)
+    if asv_ok:
+        _post_process_index(html, problems)
+    else:
+        html.mkdir(parents=True, exist_ok=True)
+
+    summary = page.build_summary(
+        html,
+        records,
+        problems,
+        report=report,
+        machines_info=_machines_info(results),
+        last=last,
+    )
+    _log_problems(problems, log)
+    return PublishResult(html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok)
+
+
+def conf_dirs(
+    asv_conf: str | os.PathLike,
+    results_dir: str | os.PathLike | None = None,
+    html_dir: str | os.PathLike | None = None,
+) -> tuple[Path, Path, Path]:
+    """(results_dir, html_dir, repo) with asv.conf.json's values as defaults.
+
+    Relative paths in the conf are relative to the conf's folder, as asv reads them.
+    """
+    from asv import util
+
+    conf_path = Path(asv_conf).resolve()
+    if not conf_path.is_file():
+        raise ValueError(f"asv_conf={os.fspath(asv_conf)!r} is not a file")
+    try:
+        conf = util.load_json(str(conf_path), js_comments=True)
+    except util.UserError as e:
+        raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
+    base = conf_path.parent
+    results = (
+        Path(results_dir) if results_dir is not None else base / conf.get("results_dir", "results")
+    )
+    html = Path(html_dir) if html_dir is not None else base / conf.get("html_dir", "html")
+    return results.resolve(), html.resolve(), (base / str(conf.get("repo", "."))).resolve()
+
+
+def latest_vs_previous(results_dir, *, repo=None) -> dict | None:
+    """The regress report of the newest commit against the one before it.
+
+    Commits are ordered by asv's stored commit date, over all machines. None
+    when there are fewer than two commits (nothing to compare yet).
+    """
+    from ltx2k.analysis import regress
+
+    records, problems = load_results(results_dir)
+    dates: dict[str, int] = {}
+    for r in records:
+        dates[r.commit] = r.date
+    commits = sorted(dates, key=lambda c: (dates[c], c))
+    if len(commits) < 2:
+        return None
+    report = regress.compare(
+        records, commits[-1], baseline=commits[-2], repo=repo, problems=problems
+    )
+    return report.to_json()
+
+
+# --- inputs -----------------------------------------------------------------------------
+
+
+def _load_report(regress_json) -> Mapping | None:
+    if regress_json is None or isinstance(regress_json, Mapping):
+        return regress_json
+    path = Path(regress_json)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"regress_json={os.fspath(regress_json)!r} cannot be read: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ValueError(
+            f"regress_json={os.fspath(regress_json)!r} is not a regress report "
+            "(expected an object with a 'rows' list)"
+        )
+    return data
+
+
+def _machines_info(results: Path) -> dict[str, dict]:
+    """machine.json contents of machines that have one (broken ones are already Problems)."""
+    info = {}
+    for d in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            data = json.loads((d / "machine.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info[d.name] = {}
+            continue
+        info[d.name] = data if isinstance(data, dict) else {}
+    return info
+
+
+# --- staging ----------------------------------------------------------------------------
+
+
+def _staged_conf(conf_path: Path, tmp: Path, html: Path, repo) -> dict:
+    """asv.conf.json with every path absolute: asv resolves them against the conf's folder."""
+    from asv import util
+
+    try:
+        conf = util.load_json(str(conf_path), js_comments=True)
+    except util.UserError as e:
+        raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
+    base = conf_path.parent
+    repo_value = os.fspath(repo) if repo is not None else conf.get("repo", ".")
+    if "://" not in repo_value and not repo_value.startswith("git@"):
+        repo_value = str((base / repo_value).resolve())
+    conf["repo"] = repo_value
+    conf["html_dir"] = str(html)
+    for key, default in (("benchmark_dir", "benchmarks"), ("env_dir", "env")):
+        conf[key] = str((base / conf.get(key, default)).resolve())
+    return conf
+
+
+def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Problem]) -> Path:
+    """Copy what asv can publish into ``staged``; add a Problem for everything left out."""
+    from asv import util
+    from asv.benchmarks import Benchmarks
+    from asv.config import Config
+    from asv.repo import get_repo
+    from asv.results import Results
+
+    staged.mkdir(parents=True)
+    bad_files = {os.path.realpath(p.path) for p in problems if p.kind in _BAD_FILE_KINDS}
+    bad_machines = {p.machine for p in problems if p.kind in _BAD_MACHINE_KINDS}
+    if (results / "benchmarks.json").is_file():
+        shutil.copy2(results / "benchmarks.json", staged / "benchmarks.json")
+
+    cfg = Config.from_json(dict(conf, results_dir=str(staged)))
+    try:
+        benchmarks = Benchmarks.load(cfg)
+    except (util.UserError, ValueError, KeyError, TypeError):
+        benchmarks = None  # load_results already reported it; asv publish will fail
+    try:
+        repo = get_repo(cfg)
+    except Exception as e:  # asv raises bare Exceptions from git too; any means "no repo"
+        problems.append(
+            Problem(str(conf["repo"]), None, "no-repository", f"asv cannot open the repo: {e}")
+        )
+        repo = None
+
+    candidates: list[tuple[Path, str, Results]] = []
+    for mdir in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if mdir.name in bad_machines:
+            continue  # load_results already said why; asv would skip or crash on it
+        for path in sorted(mdir.glob("*.json")):
+            if path.name == "machine.json" or os.path.realpath(path) in bad_files:
+                continue
+            try:
+                res = Results.load(str(path), machine_name=mdir.name)
+                if benchmarks is not None:
+                    # The calls asv publish makes: run them here, where a failure is ours to report.
+                    for key in res.get_result_keys(benchmarks):
+                        params = benchmarks[key]["params"]
+                        res.get_result_value(key, params)
+                        res.get_result_stats(key, params)
+            except Exception as e:  # any failure here would abort asv publish
+                problems.append(
+                    Problem(str(path), mdir.name, "corrupt", f"asv cannot publish {path}: {e}")
+                )
+                continue
+            candidates.append((path, mdir.name, res))
+
+    known = set()
+    if repo is not None:
+        try:
+            known = set(repo.get_revisions({res.commit_hash for _, _, res in candidates}))
+        except Exception as e:  # git failing on the repo: treat every commit as unknown
+            problems.append(
+                Problem(str(conf["repo"]), None, "no-repository", f"git rev-list failed: {e}")
+            )
+    for path, machine, res in candidates:
+        if res.commit_hash not in known:
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "unknown-commit",
+                    f"Commit {res.commit_hash[:12]} of {path} is not in the repository "
+                    f"{conf['repo']}; asv cannot place it on the dashboard (fetch the "
+                    "commit or pass the right --repo).",
+                )
+            )
+            continue
+        (staged / machine).mkdir(exist_ok=True)
+        shutil.copy2(path, staged / machine / path.name)
+        if not (staged / machine / "machine.json").exists():
+            shutil.copy2(path.parent / "machine.json", staged / machine / "machine.json")
+    return staged
+
+
+def _run_asv_publish(tmp_conf: Path, conf_path: Path, problems: list[Problem]) -> bool:
+    # A subprocess, not asv.commands.publish.Publish.run: asv's logger and its
+    # multiprocessing pool are process-global, and a crash in asv must not
+    # take the summary page down with it.
+    cmd = [sys.executable, "-m", "asv", "publish", "--config", str(tmp_conf), "--no-pull"]
+    # asv imports "."-prefixed plugins relative to the conf's folder; the
+    # staged conf lives elsewhere, so the real folder goes on the path.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(conf_path.parent), env.get("PYTHONPATH", "")) if p
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_conf.parent, env=env)
+    output = proc.stdout + proc.stderr
+    for line in output.splitlines():
+        if _ASV_DROPS.search(line):
+            problems.append(Problem(str(conf_path), None, "asv-warning", line.strip(" ·")))
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        problems.append(
+            Problem(
+                str(conf_path),
+                None,
+                "asv-publish-failed",
+                f"`asv publish` exited with {proc.returncode}; asv's pages are missing. "
+                f"Last output:\n{tail}",
+            )
+        )
+        return False
+    return True
+
+
+# --- asv's index.html -------------------------------------------------------------------
+
+
+def _sri(data: bytes, algo: str) -> str:
+    return f"{algo}-" + base64.b64encode(hashlib.new(algo, data).digest()).decode()
+
+
+def _localize_assets(index: str, vendor: Path) -> tuple[str, list[str]]:
+    """Point CDN <script>/<link> tags at vendored copies; return the page and unknown URLs.
+
+    The integrity attribute stays when our copy hashes to the pinned value
+    (the browser re-checks it); it goes where we vendor the unminified source
+    of the same version, whose bytes differ by construction.
+    """
+    templates = resources.files("ltx2k.report").joinpath("templates")
+    vendor.mkdir(parents=True, exist_ok=True)
+    external = []
+
+    def fix(match: re.Match) -> str:
+        tag = match.group(0)
+        url = re.search(r'\b(?:src|href)="(https?://[^"]+)"', tag)
+        if url is None:
+            return tag
+        name = VENDORED_ASSETS.get(url.group(1))
+        if name is None:
+            external.append(url.group(1))
+            return tag
+        data = templates.joinpath(name).read_bytes()
+        (vendor / name).write_bytes(data)
+        tag = tag.replace(url.group(1), f"{VENDOR_DIR}/{name}")
+        pinned = re.search(r'\bintegrity="(\w+)-[^"]*"', tag)
+        if pinned and _sri(data, pinned.group(1)) not in tag:
+            tag = re.sub(r'\s(?:integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
+        return tag
+
+    return re.sub(r"<(?:script|link)\b[^>]*>", fix, index), external
+
+
+def _add_summary_link(index: str) -> str | None:
+    # A nav item next to asv's own, rather than asv.conf.json's "project_url":
+    # that link is the project's home page, labelled with the project name and
+    # opened in a new tab; hiding the summary behind it would lose both.
+    # Its id avoids asv's "nav-li-*" ids, which asv.js toggles on navigation.
+    anchor = re.search(r'<li id="nav-li-regressions">.*?</li>', index, flags=re.S)
+    if anchor is None:
+        return None
+    item = f'\n\t<li id="{SUMMARY_LINK_ID}"><a href="{page.SUMMARY_HTML}">Summary (ltx2k)</a></li>'
+    return index[: anchor.end()] + item + index[anchor.end() :]
+
+
+def _post_process_index(html: Path, problems: list[Problem]) -> None:
+    path = html / "index.html"
+    index = path.read_text(encoding="utf-8")
+    index, external = _localize_assets(index, html / VENDOR_DIR)
+    for url in external:
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                "external-asset",
+                f"asv's index.html loads {url}, which is not vendored: the dashboard "
+                "needs internet access (update VENDORED_ASSETS for this asv version).",
+            )
+        )
+    linked = _add_summary_link(index)
+    if linked is None:
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                "asv-template",
+                "asv's index.html has no regressions nav item to put the summary link "
+                f"next to; open {page.SUMMARY_HTML} directly.",
+            )
+        )
+    else:
+        index = linked
+    path.write_text(index, encoding="utf-8")
+
+
+def _log_problems(problems: list[Problem], log) -> None:
+    quiet = [p for p in problems if p.kind in page.QUIET_KINDS]
+    for p in problems:
+        if p.kind not in page.QUIET_KINDS:
+            where = f"[{p.machine}] " if p.machine else ""
+            print(f"ltx2k publish: {p.kind}: {where}{p.message}", file=log)
+    if quiet:
+        print(
+            f"ltx2k publish: {len(quiet)} skipped benchmark group(s) (listed on the summary page)",
+            file=log,
+        )
