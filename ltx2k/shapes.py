@@ -59,7 +59,7 @@ ADA_SHAPES: tuple[AdaShape, ...] = (
 # D=64/128, partial head blocks). Append only.
 ROPE_SHAPES_CPU: tuple[RopeShape, ...] = (
     RopeShape(1, 4, 3, 64),
-    RopeShape(2, 1, 24, 64),
+    RopeShape(2, 1, 5, 32),
 )
 
 ADA_SHAPES_CPU: tuple[AdaShape, ...] = (

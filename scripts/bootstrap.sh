@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up ltx2k on this machine; idempotent, and the only install step anywhere.
+# - A runner whose python already has torch+triton (e.g. /opt/torch/.venv, offline):
+#   install ltx2k --no-deps into it, and asv & co from --wheelhouse (no index).
+# - Otherwise (fresh CPU machine): a .venv with the CPU torch wheel, then `.[dev]`.
+# Prints the python to use on the last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wheelhouse=""
+[ "${1:-}" = "--wheelhouse" ] && wheelhouse=${2:?--wheelhouse needs a directory}
+PY=${LTX2K_PYTHON:-python3}
+pipq() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
+if "$PY" -c "import torch, triton" 2>/dev/null && [ -z "${LTX2K_FORCE_VENV:-}" ]; then
+  echo "bootstrap: using $("$PY" -c 'import sys;print(sys.executable)') with its own torch/triton" >&2
+  if [ -n "$wheelhouse" ]; then
+    pipq --no-index --find-links "$wheelhouse" asv asv_runner pympler json5 tabulate
+    pipq --no-deps --no-index --no-build-isolation -e .
+  else
+    pipq --no-build-isolation -e ".[dev]"
+  fi
+else
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  PY=.venv/bin/python
+  # The CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
+  "$PY" -c "import torch" 2>/dev/null || pipq ${LTX2K_TORCH_INDEX:+--index-url "$LTX2K_TORCH_INDEX"} "torch==${LTX2K_TORCH_VERSION:-2.13.0}"
+  pipq -e ".[dev]"
+fi
+"$PY" -c "import ltx2k, torch, triton, asv; print('bootstrap: ltx2k', ltx2k.__version__, 'torch', torch.__version__, 'triton', triton.__version__)" >&2
+echo "$PY"

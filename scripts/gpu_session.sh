@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One full validation pass on a GPU runner (used on the lent H200 through the
+# device tool, whose output folder is $OUT): install offline, GPU tests,
+# correctness gate, quick table, profiler cross-check, asv run. Logs -> $OUT.
+# Usage: OUT=/tmp/out bash scripts/gpu_session.sh [STEPS...]   (default: all)
+set -uo pipefail
+OUT=${OUT:-/tmp/ltx2k-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
+steps=${*:-"info install tests check quick crosscheck asv"}
+log() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
+for step in $steps; do
+  log "$step"
+  case $step in
+    info) { nvidia-smi; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
+    install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
+    tests) python3 -m pytest tests -q -m "not slow" -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
+    check) ltx2k check 2>&1 | tail -3 ;;
+    quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
+    crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
+    asv) ( time ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
+         tar czf "$OUT/results.tgz" results ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
+log done
