@@ -18,7 +18,7 @@ for step in $steps; do
     check) ltx2k check 2>&1 | tail -3 ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
     crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
-    asv) ( time ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
+    asv) ( time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" results ;;
     *) echo "unknown step $step" ;;
   esac
