@@ -521,6 +521,9 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
         ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
         if not ratios:
             ax.text(0.5, 0.5, f"no {baseline} baseline", transform=ax.transAxes, ha="center")
+    # Keep a labelled power of two on each side of 1x, or a one-sided axis reads as "all faster".
+    lo, hi = axes[0].get_ylim()
+    axes[0].set_ylim(min(lo, 0.45), max(hi, 2.2))
     axes[0].set_ylabel(f"speedup over {baseline} (×)")
     handles = [
         Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in others
