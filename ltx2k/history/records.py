@@ -138,10 +138,21 @@ def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
 def _read_json(path: Path, machine: str | None, problems: list[Problem], what: str):
     """Parse one JSON file, or record why it cannot be parsed and return None."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
         problems.append(
             Problem(str(path), machine, "unreadable", f"Cannot read {what} {path}: {e}.")
+        )
+        return None
+    except UnicodeDecodeError as e:
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "corrupt",
+                f"{what.capitalize()} {path} is not text (invalid UTF-8 at byte {e.start}); "
+                "it is not an asv file or was overwritten with binary data.",
+            )
         )
         return None
     if not text.strip():
@@ -240,7 +251,7 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
                 str(path),
                 name,
                 "missing-machine-json",
-                f"Machine {name!r} has no machine.json: its results are loaded, but "
+                f"Machine {name!r} has no machine.json: its results (if any) are loaded, but "
                 "`asv publish` skips this machine until a runner writes one "
                 "(`asv machine` or `ltx2k machine --write`).",
             )
