@@ -65,6 +65,61 @@ def cmd_run(args: argparse.Namespace) -> int:
 # HELPER-SECTION: add history/regress/report handlers below this line.
 
 
+def cmd_regress(args: argparse.Namespace) -> int:
+    import json
+
+    from ltx2k.analysis import regress
+
+    report = regress.regress(
+        args.results,
+        args.head,
+        baseline=args.baseline,
+        last=args.last,
+        repo=args.repo,
+        machines=args.machine,
+        thresholds=args.thresholds,
+        env=args.env,
+    )
+    markdown = regress.render_markdown(report)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report.to_json(), f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(markdown)
+    else:
+        print(markdown)
+    print(f"ltx2k regress: {markdown.splitlines()[0]}", file=sys.stderr)
+    return report.exit_code
+
+
+def cmd_store_push(args: argparse.Namespace) -> int:
+    from ltx2k.history import store
+
+    store.push_results(
+        args.store,
+        args.results,
+        branch=args.branch,
+        machine=args.machine,
+        message=args.message,
+        retries=args.retries,
+        backoff=args.backoff,
+    )
+    return EXIT_OK
+
+
+def cmd_store_pull(args: argparse.Namespace) -> int:
+    from ltx2k.history import store
+
+    res = store.pull_results(args.store, args.dest, branch=args.branch, overwrite=args.overwrite)
+    if res.kept_local:
+        return _fail(
+            f"{len(res.kept_local)} local file(s) differ from the store and were kept "
+            "(use --overwrite to replace them)"
+        )
+    return EXIT_OK
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -120,6 +175,58 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_run)
 
     # HELPER-PARSERS: add history/regress/report subparsers below this line.
+
+    s = sub.add_parser(
+        "regress",
+        help="flag per-GPU regressions of a head commit against a baseline",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compare --head with --baseline (a commit, or a branch with --repo) or "
+        "with the median of the --last N commits before head, on every machine. A cell is "
+        "a regression when it is worse than its threshold ratio AND the change is "
+        "statistically significant (asv's test; Mann-Whitney U for --last).",
+        epilog="exit status:\n"
+        "  0  no regression\n"
+        "  1  error (bad arguments, unreadable thresholds file)\n"
+        "  2  at least one regression on at least one machine\n"
+        "  3  not enough data: nothing comparable (head or baseline missing on every\n"
+        "     machine), or a machine named with --machine had nothing comparable\n"
+        'thresholds file (JSON): {"thresholds": {"*SplitRope.time_device_cold": 1.03},\n'
+        '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002}; defaults in\n'
+        "  docs/history.md (device time 1.05, host latency 1.15, allocations: any increase).",
+    )
+    s.add_argument("--results", required=True, help="asv results directory")
+    s.add_argument("--head", required=True, help="commit sha (or, with --repo, any git ref)")
+    base = s.add_mutually_exclusive_group(required=True)
+    base.add_argument("--baseline", help="baseline commit sha, or a branch name with --repo")
+    base.add_argument("--last", type=int, metavar="N", help="median of the last N commits")
+    s.add_argument("--repo", help="git repo: resolve branches, order --last by git rev-list")
+    s.add_argument("--machine", action="append", help="only these machines (repeatable)")
+    s.add_argument("--env", help="asv environment name, when a machine ran several")
+    s.add_argument("--thresholds", help="JSON file of per-benchmark thresholds (see below)")
+    s.add_argument("--markdown", metavar="OUT.md", help="write Markdown here, not to stdout")
+    s.add_argument("--json", metavar="OUT.json", help="also write the JSON report here")
+    s.set_defaults(func=cmd_regress)
+
+    s = sub.add_parser("store", help="push/pull asv results to/from the shared git results store")
+    store_sub = s.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    t = store_sub.add_parser(
+        "push",
+        help="add this runner's results/<machine>/ files to the store branch (never forces)",
+    )
+    t.add_argument("--store", required=True, help="git URL or path of the store repository")
+    t.add_argument("--results", default="results", help="local asv results dir (default results)")
+    t.add_argument("--branch", default="asv-results", help="store branch (default asv-results)")
+    t.add_argument("--machine", action="append", help="machine dir(s) to push (repeatable)")
+    t.add_argument("--message", default=None, help="commit message")
+    t.add_argument("--retries", type=int, default=8, help="retries when the tip moved (8)")
+    t.add_argument("--backoff", type=float, default=0.5, help="first retry delay, s (0.5)")
+    t.set_defaults(func=cmd_store_push)
+    t = store_sub.add_parser("pull", help="assemble the store into a results dir for asv publish")
+    t.add_argument("--store", required=True, help="git URL or path of the store repository")
+    t.add_argument("--dest", default="results", help="results dir to fill (default results)")
+    t.add_argument("--branch", default="asv-results", help="store branch (default asv-results)")
+    t.add_argument("--overwrite", action="store_true", help="replace differing local files")
+    t.set_defaults(func=cmd_store_pull)
 
     s = sub.add_parser("publish", help="build the dashboard: asv publish + html/summary.html")
     s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
