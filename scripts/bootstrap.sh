@@ -13,7 +13,10 @@ pipq() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
 if "$PY" -c "import torch, triton" 2>/dev/null && [ -z "${LTX2K_FORCE_VENV:-}" ]; then
   echo "bootstrap: using $("$PY" -c 'import sys;print(sys.executable)') with its own torch/triton" >&2
   if [ -n "$wheelhouse" ]; then
-    pipq --no-index --find-links "$wheelhouse" asv asv_runner pympler json5 tabulate
+    # --no-deps: asv's metadata asks for virtualenv, which only its virtualenv
+    # plugin imports; our env plugin (ltx2k/asv_env.py) does not need it.
+    pipq --no-deps --no-index --find-links "$wheelhouse" \
+      asv asv_runner pympler json5 tabulate importlib-metadata zipp
     pipq --no-deps --no-index --no-build-isolation -e .
   else
     pipq --no-build-isolation -e ".[dev]"

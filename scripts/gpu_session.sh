@@ -7,7 +7,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ltx2k-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
-steps=${*:-"info install tests check quick crosscheck asv"}
+steps=${*:-"info install clone tests check quick crosscheck asv"}
 log() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 for step in $steps; do
   log "$step"
@@ -18,8 +18,10 @@ for step in $steps; do
     check) ltx2k check 2>&1 | tail -3 ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
     crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
-    asv) ( time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
-         tar czf "$OUT/results.tgz" results ;;
+    clone) # The device copy of the tree has no git history; asv needs commits.
+           rm -rf /tmp/repo && git clone -q "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
+    asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
+         tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
 done
