@@ -91,7 +91,10 @@ def _machines_table(machines, records, problems, machines_info) -> str:
         )
     if not rows:
         return '<p class="empty">No machines found in the results directory.</p>'
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (
+        f'<table id="machines-table"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _date(ms: int) -> str:

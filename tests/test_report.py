@@ -1,0 +1,351 @@
+"""Plots, the summary page and ``publish`` on a synthetic multi-GPU history.
+
+Expectations come from what the synthetic history injects (steps, failures,
+broken files), never from the code's own output: the regression matrix must
+flag exactly the injected head-commit changes, every GPU must be listed
+even when all of its files are broken, and a corrupt file must be listed,
+not fatal.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ltx2k import shapes
+from ltx2k.history.records import load_results
+from ltx2k.history.synthetic import generate_history
+from ltx2k.report import page, plots, publish
+
+N_COMMITS = 8
+HEAD = N_COMMITS - 1
+# Injected at the head commit, so "latest vs previous" must flag exactly these.
+REGRESSION = ("h100-80gb-hbm3", "SplitRope", "time_device_cold", "blocked", "B1_S1024_H32_D128")
+IMPROVEMENT = ("h200", "AdaValues9", "time_device_cold", "slab", "B1_S1_D4096_bf16")
+STEPS = (
+    f"{REGRESSION[0]}:{REGRESSION[1]}.{REGRESSION[2]}:{REGRESSION[3]}:{REGRESSION[4]}"
+    f":commit={HEAD}:+30%",
+    f"{IMPROVEMENT[0]}:{IMPROVEMENT[1]}.{IMPROVEMENT[2]}:{IMPROVEMENT[3]}:{IMPROVEMENT[4]}"
+    f":commit={HEAD}:-25%",
+    # Mid-history step: shows up in the history plot, not in the head matrix.
+    "a100-sxm4-80gb:SplitRope.time_device_*:per_head:B4_S25_H32_D64:commit=3:+40%",
+)
+FAILURE = f"h200:SplitRope.time_host_latency:compiled:B4_S25_H32_D64:commit={HEAD}"
+BROKEN_GPU = "l40s"  # a runner whose only result file is garbage
+CORRUPT_NAME = "0badc0de-existing-py_opt_torch_.venv_bin_python.json"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    h = generate_history(
+        tmp_path_factory.mktemp("synth") / "h",
+        n_commits=N_COMMITS,
+        steps=STEPS,
+        failures=[FAILURE],
+        seed=7,
+        n_samples=8,
+    )
+    (h.results_dir / "a100-sxm4-80gb" / CORRUPT_NAME).write_text('{"commit_hash": "0ba')
+    broken = h.results_dir / BROKEN_GPU
+    broken.mkdir()
+    info = json.loads((h.results_dir / "h200" / "machine.json").read_text())
+    info.update(machine=BROKEN_GPU, gpu="NVIDIA L40S")
+    (broken / "machine.json").write_text(json.dumps(info))
+    (broken / CORRUPT_NAME).write_text("\x00\x01 not json")
+    return h
+
+
+@pytest.fixture(scope="module")
+def loaded(history):
+    return load_results(history.results_dir)
+
+
+@pytest.fixture(scope="module")
+def report(history, loaded):
+    return publish.latest_vs_previous(history.results_dir, repo=history.repo)
+
+
+@pytest.fixture(scope="module")
+def site(history, report, tmp_path_factory):
+    log = io.StringIO()
+    html = tmp_path_factory.mktemp("site") / "html"
+    result = publish.publish(
+        history.conf, history.results_dir, html, regress_json=report, repo=history.repo, log=log
+    )
+    return result, log.getvalue()
+
+
+class _Tables(HTMLParser):
+    """Collects <td> attributes and text per table id, and <tr> data attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: str | None = None
+        self.cells: dict[str, list[list[tuple[dict, str]]]] = {}
+        self.row_attrs: dict[str, list[dict]] = {}
+        self._td: dict | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self.table = a.get("id", "")
+            self.cells.setdefault(self.table, [])
+            self.row_attrs.setdefault(self.table, [])
+        elif tag == "tr" and self.table is not None:
+            self.cells[self.table].append([])
+            self.row_attrs[self.table].append(a)
+        elif tag == "td" and self.table is not None:
+            self._td, self._text = a, []
+
+    def handle_data(self, data):
+        if self._td is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._td is not None:
+            self.cells[self.table][-1].append((self._td, "".join(self._text).strip()))
+            self._td = None
+        elif tag == "table":
+            self.table = None
+
+
+def _parse(path: Path) -> _Tables:
+    t = _Tables()
+    t.feed(path.read_text(encoding="utf-8"))
+    return t
+
+
+# --- plots -----------------------------------------------------------------------------
+
+
+def test_every_plot_renders_a_nontrivial_png(loaded, report, tmp_path):
+    records, _ = loaded
+    figures = {
+        "matrix": plots.regression_heatmap(report),
+        "history": plots.history(records, "split_rope", report=report),
+        "speedup": plots.speedup(records, "ada_values9"),
+        "bandwidth": plots.copy_bandwidth(records, "split_rope"),
+    }
+    for name, fig in figures.items():
+        path = plots.save(fig, tmp_path / f"{name}.png")
+        width, height = _png_size(path)
+        assert width >= 600 and height >= 300, (name, width, height)
+        assert path.stat().st_size > 20_000, f"{name}.png is suspiciously small"
+        assert all(ax.get_title() or not ax.axison for ax in fig.axes), f"{name}: untitled axes"
+
+
+def test_history_has_a_panel_per_shape_and_metric_and_honours_last(loaded):
+    records, _ = loaded
+    n_shapes = len(shapes.ROPE_SHAPES)
+    fig = plots.history(records, "split_rope")
+    assert len(fig.axes) == 2 * n_shapes
+    assert all(ax.get_ylabel() == "µs" for ax in fig.axes)
+    assert {ax.get_yscale() for ax in fig.axes} == {"log"}
+    ticks = [t.get_text() for t in fig.axes[-1].get_xticklabels()]
+    assert len(ticks) == N_COMMITS
+    short = plots.history(records, "split_rope", last=3)
+    assert len([t.get_text() for t in short.axes[-1].get_xticklabels()]) == 3
+    with pytest.raises(ValueError, match="last"):
+        plots.history(records, "split_rope", last=0)
+
+
+def test_history_marks_the_injected_mid_history_step(loaded):
+    records, _ = loaded
+    fig = plots.history(records, "split_rope")
+    # The +40% step at commit 3 on a100 per_head B4_S25 must get a step marker
+    # ("v") at x=3 in that shape's device-time panel, and nowhere else in it.
+    labels = [s.label for s in shapes.ROPE_SHAPES]
+    ax = fig.axes[2 * labels.index("B4_S25_H32_D64")]
+    marked = {
+        int(x) for line in ax.get_lines() if line.get_marker() == "v" for x in line.get_xdata()
+    }
+    assert marked == {3}
+
+
+def test_speedup_follows_the_variant_model(loaded):
+    # The synthetic model makes "slab" (1 launch) beat "separate" (9 launches)
+    # on every AdaLN shape and GPU, and "eager" (12 launches) lose to it.
+    records, _ = loaded
+    fig = plots.speedup(records, "ada_values9")
+    assert len(fig.axes) == 3  # one panel per GPU with data
+    for ax in fig.axes:
+        bars = {
+            c.get_label(): [p.get_y() + p.get_height() for p in c.patches] for c in ax.containers
+        }
+        assert bars["slab"] and min(bars["slab"]) > 1.0
+        assert bars["eager"] and max(bars["eager"]) < 1.0
+
+
+def test_speedup_rejects_a_kernel_without_baseline(loaded):
+    with pytest.raises(ValueError, match="nope"):
+        plots.speedup(loaded[0], "nope")
+
+
+# --- the published site ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_publish_survives_a_corrupt_file_and_lists_it(site, history):
+    result, log = site
+    assert result.asv_ok
+    assert (result.html_dir / "index.html").is_file()
+    assert result.summary == result.html_dir / "summary.html"
+    corrupt = [p for p in result.problems if CORRUPT_NAME in p.path]
+    assert {p.machine for p in corrupt} == {"a100-sxm4-80gb", BROKEN_GPU}
+    assert CORRUPT_NAME in log
+    tables = _parse(result.summary)
+    listed = [cells for cells in tables.cells["problems-files"] if cells]
+    assert any(cells[0][1] == "a100-sxm4-80gb" and CORRUPT_NAME in cells[2][1] for cells in listed)
+    # asv still got every good result: one graph per GPU for the benchmark.
+    graphs = result.html_dir / "graphs"
+    for m in history.machines:
+        assert list(graphs.rglob(f"machine-{m}/**/bench_kernels.SplitRope.time_device_cold.json"))
+
+
+@pytest.mark.slow
+def test_page_lists_every_machine_and_marks_the_broken_one(site, history):
+    result, _ = site
+    tables = _parse(result.summary)
+    rows = {
+        a["data-machine"]: cells
+        for a, cells in zip(
+            tables.row_attrs["machines-table"][1:], tables.cells["machines-table"][1:], strict=True
+        )
+    }
+    assert set(rows) == {*history.machines, BROKEN_GPU}
+    assert "no usable results" in rows[BROKEN_GPU][1][1]
+    for m in history.machines:
+        assert rows[m][1][1].startswith("ok")
+        assert rows[m][-2][1] == str(N_COMMITS)  # commits column
+    # The broken GPU keeps its column in the matrix, with no verdict in it.
+    flags = [
+        attrs["data-flag"]
+        for cells in tables.cells["matrix-all"]
+        for attrs, _ in cells[4:]
+        if attrs.get("data-machine") == BROKEN_GPU
+    ]
+    assert flags and set(flags) <= {"insufficient", "missing"}
+    # And the failed benchmark is listed.
+    runs = [cells for cells in tables.cells["problems-runs"] if cells]
+    assert any(cells[0][1] == "h200" and "time_host_latency" in cells[2][1] for cells in runs)
+
+
+@pytest.mark.slow
+def test_flagged_cells_are_exactly_the_injected_steps(site):
+    result, _ = site
+    tables = _parse(result.summary)
+    flagged = {"regression": set(), "improvement": set()}
+    for cells in tables.cells["matrix-all"]:
+        if not cells:
+            continue
+        kernel, metric, variant, shape = (text for _, text in cells[:4])
+        for attrs, _text in cells[4:]:
+            flag = attrs.get("data-flag")
+            if flag in flagged:
+                assert f"flag-{flag}" in attrs["class"].split()
+                flagged[flag].add((attrs["data-machine"], kernel, metric, variant, shape))
+
+    def expect(step):
+        machine, cls, metric, variant, shape = step
+        return (machine, plots.ASV_CLASS_KERNEL[cls], metric, variant, shape)
+
+    assert flagged["regression"] == {expect(REGRESSION)}
+    assert flagged["improvement"] == {expect(IMPROVEMENT)}
+    html = result.summary.read_text(encoding="utf-8")
+    red = plots.FLAG_COLOURS["regression"]
+    assert re.search(r"td\.flag-regression \{[^}]*background: " + re.escape(red), html)
+
+
+@pytest.mark.slow
+def test_summary_images_exist_and_index_links_to_summary(site):
+    result, _ = site
+    html = result.summary.read_text(encoding="utf-8")
+    srcs = re.findall(r'<img src="([^"]+)"', html)
+    kernels = ("split_rope", "ada_values9")
+    assert len(srcs) == 1 + 3 * len(kernels)  # matrix + history/speedup/bandwidth per kernel
+    for src in srcs:
+        assert not src.startswith(("/", "http")), "images must be relative for static hosts"
+        assert _png_size(result.html_dir / src)[0] > 0
+    index = (result.html_dir / "index.html").read_text(encoding="utf-8")
+    assert f'href="{page.SUMMARY_HTML}"' in index
+
+
+@pytest.mark.slow
+def test_index_loads_nothing_from_the_network(site):
+    result, _ = site
+    index = (result.html_dir / "index.html").read_text(encoding="utf-8")
+    tags = re.findall(r"<(?:script|link)\b[^>]*>", index)
+    assert not [t for t in tags if re.search(r'(?:src|href)="https?://', t)]
+    for tag in tags:
+        src = re.search(r'(?:src|href)="(vendor/[^"]+)"', tag)
+        pinned = re.search(r'integrity="(sha\d+)-([^"]+)"', tag)
+        if src and pinned:
+            # A kept integrity attribute must match, or the browser refuses the file.
+            data = (result.html_dir / src.group(1)).read_bytes()
+            digest = base64.b64encode(hashlib.new(pinned.group(1), data).digest()).decode()
+            assert digest == pinned.group(2), src.group(1)
+
+
+@pytest.mark.slow
+def test_publish_survives_unpublishable_machine_and_failed_asv(history, tmp_path):
+    # A copy of the results with a broken machine.json (asv publish would crash
+    # on it) and, second, without benchmarks.json (asv publish cannot run at all).
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(history.results_dir, results)
+    (results / "h200" / "machine.json").write_text("{")
+    log = io.StringIO()
+    res = publish.publish(history.conf, results, tmp_path / "html", repo=history.repo, log=log)
+    assert res.asv_ok
+    assert "bad-machine-json" in {p.kind for p in res.problems}
+    rows = _parse(res.summary).row_attrs["machines-table"][1:]
+    assert "h200" in {a["data-machine"] for a in rows}
+
+    (results / "benchmarks.json").unlink()
+    res = publish.publish(history.conf, results, tmp_path / "html2", repo=history.repo, log=log)
+    assert not res.asv_ok
+    assert "asv-publish-failed" in {p.kind for p in res.problems}
+    assert res.summary.is_file()
+    assert "asv-publish-failed" in res.summary.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_cli_publish_computes_the_report(history, tmp_path, capsys):
+    from ltx2k import cli
+
+    html = tmp_path / "html"
+    code = cli.main(["publish", "--config", str(history.conf), "--html", str(html), "--last", "5"])
+    assert code == cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert "summary.html" in err and CORRUPT_NAME in err
+    text = (html / "summary.html").read_text(encoding="utf-8")
+    assert 'status-regression">regression' in text  # the injected head step, found by regress
+
+
+def test_publish_rejects_bad_arguments(history, tmp_path):
+    with pytest.raises(ValueError, match="asv_conf"):
+        publish.publish(tmp_path / "missing.json", history.results_dir, tmp_path / "h")
+    with pytest.raises(ValueError, match="results_dir"):
+        publish.publish(history.conf, tmp_path / "missing", tmp_path / "h")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="regress_json"):
+        publish.publish(history.conf, history.results_dir, tmp_path / "h", regress_json=bad)
+    with pytest.raises(ValueError, match="last"):
+        publish.publish(history.conf, history.results_dir, tmp_path / "h", last=0)
