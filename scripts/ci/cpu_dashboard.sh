@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Quick asv run in the Triton interpreter (no GPU) and a dashboard of it in html/.
+# It proves on every push that the suite, `ltx2k run` and `ltx2k publish` work
+# end to end; the numbers themselves mean nothing (interpreter, --quick).
+#
+# Environment:
+#   LTX2K_RANGE     asv commit range (default 'HEAD^!': this commit only)
+#   LTX2K_RUN_ARGS  extra `asv run` arguments, split on whitespace (default --quick)
+#   LTX2K_RESULTS   results directory (default results)
+#   LTX2K_HTML      dashboard directory (default html)
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+# shellcheck source=scripts/ci/lib.sh
+source scripts/ci/lib.sh
+
+results=${LTX2K_RESULTS:-results}
+html=${LTX2K_HTML:-html}
+range=${LTX2K_RANGE:-HEAD^!}
+# Unset means --quick; set-but-empty means a full run.
+run_args_text=${LTX2K_RUN_ARGS-"--quick"}
+read -r -a run_args <<<"$run_args_text"
+
+ci_bootstrap
+machine=$(ltx2k machine --write --name-only)
+ci_log "machine '$machine', range '$range'"
+ltx2k run "${run_args[@]}" "$range"
+ltx2k publish --results "$results" --html "$html"
+[[ -f "$html/index.html" ]] || ci_die "ltx2k publish wrote no $html/index.html"
+ci_log "dashboard in $html/"

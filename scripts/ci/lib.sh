@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/ci/*.sh. Sourced, never executed.
+#
+# Every CI script takes its inputs from the environment (LTX2K_*) so that the
+# workflow YAML stays a list of `bash scripts/ci/X.sh` calls and the same
+# script runs unchanged on a laptop, a fake CPU runner or a GPU runner.
+
+ci_log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
+ci_die() {
+    ci_log "error: $*"
+    exit 1
+}
+
+# ci_output KEY VALUE: a step output for later `if:` conditions; a no-op locally.
+ci_output() {
+    if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+        printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"
+    fi
+}
+
+# ci_summary FILE: append a markdown file to the job summary page; a no-op locally.
+ci_summary() {
+    if [[ -n "${GITHUB_STEP_SUMMARY:-}" && -f "$1" ]]; then
+        cat "$1" >>"$GITHUB_STEP_SUMMARY"
+    fi
+}
+
+# ci_bootstrap: make `ltx2k` (and asv) importable. LTX2K_SKIP_BOOTSTRAP=1 skips the
+# install, for machines that already have it and for the tests, which put a
+# fake `ltx2k` on PATH to check what the scripts call and in which order.
+ci_bootstrap() {
+    if [[ "${LTX2K_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
+        bash scripts/bootstrap.sh
+        local venv=${LTX2K_VENV:-.venv}
+        if [[ -f "$venv/bin/activate" ]]; then
+            # shellcheck disable=SC1091  # created by bootstrap.sh at run time
+            source "$venv/bin/activate"
+        fi
+    fi
+    command -v ltx2k >/dev/null || ci_die "ltx2k is not on PATH (did scripts/bootstrap.sh run?)"
+}
+
+# ci_store_url: the results store. Default: the asv-results branch of this very
+# GitHub repository, so a fork or a new deployment needs no configuration.
+ci_store_url() {
+    if [[ -n "${LTX2K_STORE:-}" ]]; then
+        printf '%s\n' "$LTX2K_STORE"
+    elif [[ -n "${GITHUB_REPOSITORY:-}" ]]; then
+        printf '%s/%s.git\n' "${GITHUB_SERVER_URL:-https://github.com}" "$GITHUB_REPOSITORY"
+    else
+        ci_die "LTX2K_STORE is not set (a git URL or path of the results store, e.g. /tmp/bare.git)"
+    fi
+}
+
+# The store token lives in a shell variable, not in the environment: the
+# benchmarks that `ltx2k run` starts (and anything they import) inherit the
+# environment, and they have no business with a token that can push.
+_ci_store_token=""
+ci_take_store_token() {
+    _ci_store_token=${LTX2K_STORE_TOKEN:-}
+    unset LTX2K_STORE_TOKEN
+}
+
+# ci_with_store_auth CMD...: run CMD with git credentials for the store that
+# CMD's process tree alone sees. GIT_CONFIG_COUNT (git >= 2.31) injects the same
+# extraheader actions/checkout would persist in .git/config, without writing
+# it anywhere a later job on a long-lived self-hosted runner could read it.
+ci_with_store_auth() {
+    if [[ -z "$_ci_store_token" ]]; then
+        "$@"
+        return
+    fi
+    local server=${GITHUB_SERVER_URL:-https://github.com} basic
+    basic=$(printf 'x-access-token:%s' "$_ci_store_token" | base64 | tr -d '\n')
+    if [[ "${GITHUB_ACTIONS:-}" == true ]]; then
+        echo "::add-mask::$basic"
+    fi
+    env GIT_CONFIG_COUNT=1 \
+        GIT_CONFIG_KEY_0="http.${server}/.extraheader" \
+        GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $basic" \
+        "$@"
+}
+
+# ci_commit REF NAME: the full hash of REF, or die naming the input.
+ci_commit() {
+    local ref=$1 name=$2
+    # Refuse option-like or odd refs before git sees them: inputs can come from
+    # workflow_dispatch forms.
+    [[ "$ref" =~ ^[A-Za-z0-9][A-Za-z0-9._/~^-]*$ ]] || ci_die "$name: not a git revision: '$ref'"
+    git rev-parse --verify --quiet "${ref}^{commit}" || ci_die "$name: unknown commit '$ref'"
+}
