@@ -65,6 +65,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 # HELPER-SECTION: add history/regress/report handlers below this line.
 
 
+def _usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """regress reserves exit 2 for "regression found"; argparse would use 2 for usage errors."""
+
+    def error(message: str):
+        parser.print_usage(sys.stderr)
+        parser.exit(EXIT_ERROR, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error
+    return parser
+
+
 def cmd_regress(args: argparse.Namespace) -> int:
     import json
 
@@ -206,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--markdown", metavar="OUT.md", help="write Markdown here, not to stdout")
     s.add_argument("--json", metavar="OUT.json", help="also write the JSON report here")
     s.set_defaults(func=cmd_regress)
+    _usage_error_exits_1(s)
 
     s = sub.add_parser("store", help="push/pull asv results to/from the shared git results store")
     store_sub = s.add_subparsers(dest="store_command", required=True, metavar="ACTION")

@@ -110,6 +110,8 @@ class Thresholds:
                 data = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from e
+        except OSError as e:
+            raise ValueError(f"thresholds file {p!r} cannot be read: {e}") from e
         return cls.from_mapping(data, source=f"thresholds file {p!r}")
 
 

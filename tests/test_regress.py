@@ -1,0 +1,523 @@
+"""Per-GPU regression flags on synthetic histories with known, injected steps.
+
+Expected flags are derived from the step specs (and the documented default
+thresholds and directions), never copied from the code's output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+
+import pytest
+from asv_runner.statistics import compute_stats
+
+from ltx2k import cli
+from ltx2k.analysis import regress
+from ltx2k.analysis.thresholds import Thresholds
+from ltx2k.history.records import Record, load_results
+from ltx2k.history.synthetic import Step, generate_history, suite
+
+A100, H100, H200 = "a100-sxm4-80gb", "h100-80gb-hbm3", "h200"
+STEP_AT = 12
+SPECS = [
+    f"{A100}:SplitRope.time_device_cold:blocked:*:commit={STEP_AT}:+8%",
+    f"{H200}:SplitRope.time_device_cold:blocked:*:commit={STEP_AT}:-30%",
+    # Percent of copy bandwidth: higher is better, so a drop regresses and a rise does not.
+    f"{H100}:AdaValues9.track_pct_copy_bandwidth:slab:*:commit={STEP_AT}:-10%",
+    f"{H200}:AdaValues9.track_pct_copy_bandwidth:separate:*:commit={STEP_AT}:+10%",
+    # Significant (1% noise, 10 samples) but below the 5% device-time threshold: not a flag.
+    f"{H100}:SplitRope.time_device_warm:per_head:*:commit={STEP_AT}:+3%",
+]
+STEPS = [Step.parse(s) for s in SPECS]
+FAILED = f"{H100}:AdaValues9.time_host_latency:eager:B1_S1_D2048_bf16:commit={STEP_AT}"
+N_COMMITS = 20
+
+# The documented defaults (docs/history.md): ratio thresholds and directions.
+DOC_THRESHOLD = {
+    "time_device_cold": 1.05,
+    "time_device_warm": 1.05,
+    "time_host_latency": 1.15,
+    "track_allocations": 1.0,
+    "track_pct_copy_bandwidth": 1.05,
+}
+HIGHER_IS_BETTER = {"track_pct_copy_bandwidth"}
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory):
+    return generate_history(
+        tmp_path_factory.mktemp("synth") / "h",
+        n_commits=N_COMMITS,
+        steps=STEPS,
+        failures=[FAILED],
+        # commit 19 never ran anywhere; the A100 runner skipped commit 5
+        drop=[f"{m}:commit=19" for m in (A100, H100, H200)] + [f"{A100}:commit=5"],
+        seed=11,
+    )
+
+
+@pytest.fixture(scope="module")
+def loaded(hist):
+    return load_results(hist.results_dir)
+
+
+def truth(machine, bench, variant, shape, idx) -> float:
+    """The injected multiplicative change at commit *idx* (1.0 before any step)."""
+    f = 1.0
+    for st in STEPS:
+        if idx >= st.commit and st.matches(machine, bench, variant, shape):
+            f *= st.factor
+    return f
+
+
+def expected_flags(head: int, base: list[int], machines=(A100, H100, H200)) -> dict:
+    out = {}
+    for bench, (variants, shapes_) in suite().items():
+        metric = bench.rsplit(".", 1)[1]
+        for m in machines:
+            for v in variants:
+                for s in shapes_:
+                    change = truth(m, bench, v, s, head) / statistics.median(
+                        truth(m, bench, v, s, i) for i in base
+                    )
+                    if metric in HIGHER_IS_BETTER:
+                        change = 1 / change  # > 1 now means worse
+                    thr = DOC_THRESHOLD[metric]
+                    if change > thr:
+                        out[(m, bench, v, s)] = "regression"
+                    elif change < 1 / thr:
+                        out[(m, bench, v, s)] = "improvement"
+    return out
+
+
+def flagged(report) -> dict:
+    return {
+        (m, row.benchmark, row.variant, row.shape): c.flag
+        for row, m, c in report.cells()
+        if c.flag in ("regression", "improvement")
+    }
+
+
+def insufficient(report) -> set:
+    return {
+        (m, row.benchmark, row.variant, row.shape) for row, m, c in report.cells("insufficient")
+    }
+
+
+def failed_cell():
+    m, bench, v, s, _ = FAILED.split(":")
+    return (m, f"bench_kernels.{bench}", v, s)
+
+
+# --- commit baseline --------------------------------------------------------------------------
+
+
+def test_injected_steps_flag_exactly_their_cells(hist, loaded):
+    records, problems = loaded
+    report = regress.compare(
+        records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1], problems=problems
+    )
+    want = expected_flags(STEP_AT, [STEP_AT - 1])
+    assert flagged(report) == want
+    # the +8% A100 step is a regression on the A100 only; the H200's -30% an improvement
+    assert {m for (m, b, *_), f in want.items() if f == "regression"} == {A100, H100}
+    assert report.status == "regression" and report.exit_code == regress.EXIT_REGRESSION
+    assert insufficient(report) == {failed_cell()}
+    for row, m, c in report.cells():
+        key = (m, row.benchmark, row.variant, row.shape)
+        if key in want:
+            injected = truth(m, row.benchmark, row.variant, row.shape, STEP_AT)
+            assert c.ratio == pytest.approx(injected, rel=0.04)
+    assert report.baseline.kind == "commit"
+    assert report.baseline.commits == (hist.commits[STEP_AT - 1],)
+
+
+def test_bandwidth_percentage_direction(hist, loaded):
+    records, _ = loaded
+    report = regress.compare(records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1])
+    pct = [
+        (m, row.variant, c)
+        for row, m, c in report.cells()
+        if row.metric == "track_pct_copy_bandwidth" and row.kernel == "AdaValues9"
+    ]
+    drops = [c for m, v, c in pct if (m, v) == (H100, "slab")]
+    rises = [c for m, v, c in pct if (m, v) == (H200, "separate")]
+    assert drops and all(c.flag == "regression" and c.ratio < 0.95 for c in drops)
+    assert rises and all(c.flag == "improvement" and c.ratio > 1.05 for c in rises)
+    # the same comparison the other way round swaps the roles
+    back = regress.compare(records, hist.commits[STEP_AT - 1], baseline=hist.commits[STEP_AT])
+    back_pct = {
+        (m, row.variant): c.flag
+        for row, m, c in back.cells()
+        if row.metric == "track_pct_copy_bandwidth" and row.kernel == "AdaValues9"
+    }
+    assert back_pct[(H100, "slab")] == "improvement"
+    assert back_pct[(H200, "separate")] == "regression"
+
+
+def test_significant_but_below_threshold_is_ok(hist, loaded):
+    records, _ = loaded
+    report = regress.compare(records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1])
+    cells = [
+        c
+        for row, m, c in report.cells()
+        if (m, row.benchmark, row.variant)
+        == (H100, "bench_kernels.SplitRope.time_device_warm", "per_head")
+    ]
+    assert len(cells) == 6
+    assert all(c.flag == "ok" and 1.0 < c.ratio < 1.05 for c in cells)
+    assert sum(c.p_value < 0.002 for c in cells) >= 3  # asv's test alone would call them changed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_unchanged_series_flags_nothing(tmp_path, seed):
+    h = generate_history(tmp_path / "h", n_commits=4, seed=seed)
+    records, problems = load_results(h.results_dir)
+    assert problems == []
+    for kw in ({"baseline": h.commits[2]}, {"last": 3}):
+        report = regress.compare(records, h.commits[3], **kw)
+        assert flagged(report) == {}, kw
+        assert insufficient(report) == set()
+        assert report.status == "ok" and report.exit_code == 0
+        assert len(report.cells()) == 3 * sum(
+            5 * len(v) * len(s) for v, s in list(suite().values())[::5]
+        )
+
+
+def test_agrees_with_asv_compare_on_device_time(hist, loaded):
+    """asv compare -f 1.05 is an independent oracle for lower-is-better timings."""
+    records, _ = loaded
+    base, head = hist.commits[STEP_AT - 1], hist.commits[STEP_AT]
+    ours = {
+        k: f
+        for k, f in flagged(regress.compare(records, head, baseline=base)).items()
+        if ".time_device_" in k[1]
+    }
+    theirs = {}
+    for m in (A100, H100, H200):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "asv",
+                "compare",
+                "--config",
+                str(hist.conf),
+                "--machine",
+                m,
+                "-f",
+                "1.05",
+                "--only-changed",
+                base,
+                head,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for line in out.splitlines():
+            cols = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cols) < 5 or cols[0] not in ("+", "-"):
+                continue
+            name = re.fullmatch(r"(\S+?)\('([^']*)', '([^']*)'\)", cols[-1])
+            if name and ".time_device_" in name.group(1):
+                flag = "regression" if cols[0] == "+" else "improvement"
+                theirs[(m, name.group(1), name.group(2), name.group(3))] = flag
+    assert theirs and ours == theirs
+
+
+# --- last-N baseline --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_repo", [False, True])
+def test_last_n_baseline(hist, loaded, use_repo):
+    records, problems = loaded
+    repo = hist.repo if use_repo else None
+    report = regress.compare(records, hist.commits[STEP_AT], last=5, repo=repo)
+    window = list(range(STEP_AT - 1, STEP_AT - 6, -1))
+    assert report.baseline.kind == "last-n"
+    assert report.baseline.by_machine[H200] == tuple(hist.commits[i] for i in window)
+    assert flagged(report) == expected_flags(STEP_AT, window)
+    assert all(
+        c.test == "mann-whitney"
+        for row, m, c in report.cells()
+        if row.metric.startswith("time_") and c.flag != "insufficient"
+    )
+    # a persisted step is the new normal: five later commits later, nothing is flagged
+    later = regress.compare(records, hist.commits[STEP_AT + 6], last=5, repo=repo)
+    assert flagged(later) == expected_flags(STEP_AT + 6, range(STEP_AT + 1, STEP_AT + 6)) == {}
+    assert later.exit_code == regress.EXIT_OK
+
+
+def test_last_n_skips_commits_a_machine_did_not_run(hist, loaded):
+    records, _ = loaded
+    report = regress.compare(records, hist.commits[8], last=5)
+    assert report.baseline.by_machine[A100] == tuple(hist.commits[i] for i in (7, 6, 4, 3, 2))
+    assert report.baseline.by_machine[H100] == tuple(hist.commits[i] for i in (7, 6, 5, 4, 3))
+    assert set(report.baseline.commits) == {hist.commits[i] for i in range(2, 8)}
+
+
+# --- not enough data --------------------------------------------------------------------------
+
+
+def test_head_missing_everywhere_is_insufficient(hist, loaded):
+    records, _ = loaded
+    for kw in ({"baseline": hist.commits[18]}, {"last": 3}):
+        report = regress.compare(records, hist.commits[19], **kw)
+        assert report.status == "insufficient" and report.exit_code == regress.EXIT_INSUFFICIENT
+        assert {c.flag for _, _, c in report.cells()} <= {"insufficient"}
+        assert len(report.notes) >= 3  # one per GPU, none dropped
+
+
+def test_baseline_missing_on_one_gpu_is_noted_not_fatal(hist, loaded):
+    records, _ = loaded
+    report = regress.compare(records, hist.commits[6], baseline=hist.commits[5])
+    assert report.status == "ok"
+    assert {m for _, m, c in report.cells("insufficient")} == {A100}
+    assert any(n.startswith(f"{A100}: no results for baseline") for n in report.notes)
+    # ... unless that GPU was asked for by name
+    named = regress.compare(records, hist.commits[6], baseline=hist.commits[5], machines=[A100])
+    assert named.status == "insufficient"
+    unknown = regress.compare(records, hist.commits[6], baseline=hist.commits[4], machines=["b200"])
+    assert unknown.status == "insufficient" and unknown.machines == ("b200",)
+
+
+# --- unit checks of the decision rule -----------------------------------------------------------
+
+
+def _rec(values, commit, *, samples=True):
+    value, stats = compute_stats(values, 1)
+    return Record(
+        machine="m",
+        commit=commit,
+        date=int(commit[:2], 16),
+        benchmark="b.K.time_device_cold",
+        params=(),
+        value=value,
+        ci_99=(stats["ci_99_a"], stats["ci_99_b"]),
+        q_25=stats["q_25"],
+        q_75=stats["q_75"],
+        samples=tuple(values) if samples else None,
+        number=1,
+        repeat=len(values),
+        unit="seconds",
+        env="e",
+    )
+
+
+def test_beyond_threshold_but_not_significant_is_ok():
+    base = [float(x) for x in range(1, 11)]
+    head = [x + 0.5 for x in base]  # medians 5.5 -> 6.0: ratio 1.09, samples interleaved
+    recs = [_rec(base, "a" * 40), _rec(head, "b" * 40)]
+    (row,) = regress.compare(recs, "b" * 40, baseline="a" * 40).rows
+    cell = row.cells["m"]
+    assert cell.ratio == pytest.approx(6.0 / 5.5)
+    assert cell.flag == "ok" and cell.p_value > 0.002
+    shifted = [_rec(base, "a" * 40), _rec([x * 1.09 + 20 for x in base], "b" * 40)]
+    (row,) = regress.compare(shifted, "b" * 40, baseline="a" * 40).rows
+    assert row.cells["m"].flag == "regression"
+
+
+def test_ci_only_results_use_asvs_ci_overlap_rule():
+    base = [float(x) for x in range(1, 11)]
+    far = [
+        _rec(base, "a" * 40, samples=False),
+        _rec([x + 20 for x in base], "b" * 40, samples=False),
+    ]
+    (row,) = regress.compare(far, "b" * 40, baseline="a" * 40).rows
+    assert row.cells["m"].test == "ci-overlap" and row.cells["m"].flag == "regression"
+    near = [
+        _rec(base, "a" * 40, samples=False),
+        _rec([x + 0.5 for x in base], "b" * 40, samples=False),
+    ]
+    (row,) = regress.compare(near, "b" * 40, baseline="a" * 40).rows
+    assert row.cells["m"].test == "ci-overlap" and row.cells["m"].flag == "ok"
+
+
+def test_allocation_count_any_increase(hist, loaded):
+    records, _ = loaded
+    head = [
+        r
+        if not (
+            r.benchmark.endswith("track_allocations")
+            and r.machine == H200
+            and r.param_dict["variant"] == "slab"
+            and r.commit == hist.commits[3]
+        )
+        else Record(**{**r.__dict__, "value": r.value + 1})
+        for r in records
+    ]
+    report = regress.compare(head, hist.commits[3], baseline=hist.commits[2], machines=[H200])
+    regs = report.cells("regression")
+    assert {(row.benchmark, row.variant) for row, _, _ in regs} == {
+        ("bench_kernels.AdaValues9.track_allocations", "slab")
+    }
+    assert len(regs) == 6 and all(c.test == "ratio-only" for _, _, c in regs)
+
+
+def test_custom_thresholds_file(hist, loaded, tmp_path):
+    records, _ = loaded
+    path = tmp_path / "thr.json"
+    path.write_text(json.dumps({"thresholds": {"*SplitRope.time_device_cold": 1.10}}))
+    report = regress.compare(
+        records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1], thresholds=path
+    )
+    flags = flagged(report)
+    assert not any(m == A100 and "SplitRope" in b for (m, b, _, _) in flags)  # 8% < 10%
+    assert any(m == H200 and f == "improvement" for (m, _, _, _), f in flags.items())  # 30% > 10%
+    for bad in ({"thresholds": {"*": 0.9}}, {"thresholds": {"*": "big"}}, {"alpha": 2}, {"x": 1}):
+        with pytest.raises((ValueError, TypeError)):
+            Thresholds.from_mapping(bad)
+
+
+def test_argument_errors(hist, loaded):
+    records, _ = loaded
+    c = hist.commits
+    with pytest.raises(ValueError, match="baseline"):
+        regress.compare(records, c[3])
+    with pytest.raises(ValueError, match="last"):
+        regress.compare(records, c[3], last=0)
+    with pytest.raises(ValueError, match="repo"):
+        regress.compare(records, c[3], baseline="main")  # a branch needs --repo
+    with pytest.raises(ValueError, match="baseline='no-such-branch'"):
+        regress.compare(records, c[3], baseline="no-such-branch", repo=hist.repo)
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def run_cli(*argv) -> int:
+    return cli.main([str(a) for a in argv])
+
+
+def test_cli_regression_exit_2_and_json_schema(hist, tmp_path, capsys):
+    out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
+    rc = run_cli(
+        "regress",
+        "--results",
+        hist.results_dir,
+        "--head",
+        hist.commits[STEP_AT][:10],
+        "--baseline",
+        hist.commits[STEP_AT - 1][:10],
+        "--json",
+        out_json,
+        "--markdown",
+        out_md,
+    )
+    assert rc == 2
+    data = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert data["head"] == hist.commits[STEP_AT] and data["status"] == "regression"
+    assert data["baseline"] == {
+        **data["baseline"],
+        "kind": "commit",
+        "ref": hist.commits[STEP_AT - 1][:10],
+        "commits": [hist.commits[STEP_AT - 1]],
+    }
+    assert data["machines"] == sorted([A100, H100, H200])
+    row = data["rows"][0]
+    assert {"benchmark", "kernel", "metric", "variant", "shape", "cells"} <= set(row)
+    assert set(row["cells"]) == set(data["machines"])
+    for cell in row["cells"].values():
+        assert {"ratio", "flag", "head", "base", "p_value"} <= set(cell)
+    got = {
+        (m, r["benchmark"], r["variant"], r["shape"]): cell["flag"]
+        for r in data["rows"]
+        for m, cell in r["cells"].items()
+        if cell["flag"] in ("regression", "improvement")
+    }
+    assert got == expected_flags(STEP_AT, [STEP_AT - 1])
+
+    md = out_md.read_text()
+    first = md.splitlines()[0]
+    assert "regression" in first and A100 in first and H200 not in first
+    assert md.index("### Regressions") < md.index("<details><summary>Full table")
+    regression_lines = md.split("### Regressions")[1].split("###")[0]
+    assert regression_lines.count(f"| {A100} |") == 6 and f"| {H200} |" not in regression_lines
+    assert capsys.readouterr().out == ""  # --markdown given: nothing on stdout
+
+
+def test_cli_branch_baseline_and_last_n(hist, capsys):
+    subprocess.run(
+        ["git", "-C", str(hist.repo), "branch", "-f", "before-step", hist.commits[STEP_AT - 1]],
+        check=True,
+    )
+    rc = run_cli(
+        "regress",
+        "--results",
+        hist.results_dir,
+        "--repo",
+        hist.repo,
+        "--head",
+        hist.commits[STEP_AT],
+        "--baseline",
+        "before-step",
+    )
+    out = capsys.readouterr().out
+    assert rc == 2 and "branch `before-step`" in out.splitlines()[0]
+    rc = run_cli(
+        "regress",
+        "--results",
+        hist.results_dir,
+        "--repo",
+        hist.repo,
+        "--head",
+        hist.commits[STEP_AT + 6],
+        "--last",
+        "5",
+    )
+    assert rc == 0 and "No regressions" in capsys.readouterr().out
+    rc = run_cli(
+        "regress",
+        "--results",
+        hist.results_dir,
+        "--head",
+        hist.commits[STEP_AT],
+        "--last",
+        "5",
+        "--machine",
+        H100,
+        "--machine",
+        A100,
+    )
+    out = capsys.readouterr().out
+    assert rc == 2 and f"| {H200} |" not in out
+
+
+def test_cli_insufficient_exit_3_and_errors_exit_1(hist, capsys):
+    rc = run_cli(
+        "regress",
+        "--results",
+        hist.results_dir,
+        "--head",
+        hist.commits[19],
+        "--baseline",
+        hist.commits[18],
+    )
+    assert rc == 3 and "Not enough data" in capsys.readouterr().out
+    rc = run_cli(
+        "regress", "--results", hist.results_dir, "--head", hist.commits[12], "--baseline", "0" * 40
+    )
+    assert rc == 3
+    rc = run_cli(
+        "regress", "--results", hist.results_dir, "--head", hist.commits[12], "--baseline", "main"
+    )
+    assert rc == 1 and "--repo" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # usage errors must not look like "regression" (2)
+        run_cli("regress", "--results", hist.results_dir, "--head", "abc")
+    assert e.value.code == 1
+
+
+def test_report_json_is_strict_json(hist, loaded):
+    records, problems = loaded
+    report = regress.compare(
+        records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1], problems=problems
+    )
+    text = json.dumps(report.to_json(), allow_nan=False)
+    assert all(math.isfinite(c.ratio) for _, _, c in report.cells() if c.ratio is not None)
+    assert json.loads(text)["status"] == "regression"
