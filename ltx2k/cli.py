@@ -122,12 +122,9 @@ def cmd_store_push(args: argparse.Namespace) -> int:
 def cmd_store_pull(args: argparse.Namespace) -> int:
     from ltx2k.history import store
 
-    res = store.pull_results(args.store, args.dest, branch=args.branch, overwrite=args.overwrite)
-    if res.kept_local:
-        return _fail(
-            f"{len(res.kept_local)} local file(s) differ from the store and were kept "
-            "(use --overwrite to replace them)"
-        )
+    # Local files that differ from the store are kept and listed on stderr:
+    # on a runner they are its own results not pushed yet, not an error.
+    store.pull_results(args.store, args.dest, branch=args.branch, overwrite=args.overwrite)
     return EXIT_OK
 
 

@@ -255,12 +255,39 @@ def test_malformed_arguments_name_the_argument(bare, tmp_path, kwargs, arg):
         push_results(**call)
 
 
-def test_several_machines_need_an_explicit_machine(bare, tmp_path):
+def test_several_machines_push_only_this_runners_own(bare, tmp_path):
+    """After `store pull` the results dir holds every GPU; a push must send only its own."""
     r = Runner(tmp_path, "h200")
     r.run_commit(1)
     (r.dir / "a100-sxm4-80gb").mkdir()
     (r.dir / "a100-sxm4-80gb" / "machine.json").write_text("{}")
+    machine_file = tmp_path / "asv-machine.json"
+    machine_file.write_text(json.dumps({"cpu-interpreter": {}, "version": 1}))
     with pytest.raises(ValueError, match="machine="):
-        push_results(str(bare), r.dir, log=None)
-    res = push_results(str(bare), r.dir, machine=["h200"], log=None)
+        push_results(str(bare), r.dir, machine_file=machine_file, log=None)
+    # asv's machine file (ltx2k machine --write) says which one this runner is
+    machine_file.write_text(json.dumps({"h200": {"machine": "h200"}, "version": 1}))
+    res = push_results(str(bare), r.dir, machine_file=machine_file, log=None)
+    assert res.pushed and res.files
     assert all(f.startswith("results/h200/") or f.endswith("benchmarks.json") for f in res.files)
+    r.run_commit(2)
+    res = push_results(str(bare), r.dir, machine=["h200"], log=None)
+    assert res.files == ("results/h200/00000002-env.json",)
+
+
+def test_cli_push_then_pull(bare, tmp_path, capsys):
+    from ltx2k import cli
+
+    r = Runner(tmp_path, "h200")
+    r.run_commit(7)
+    argv = ["store", "push", "--store", str(bare), "--results", str(r.dir), "--branch", BRANCH]
+    assert cli.main(argv) == 0
+    assert cli.main(argv) == 0  # a no-op the second time
+    assert "nothing to push" in capsys.readouterr().err
+    dest = tmp_path / "pulled"
+    assert cli.main(["store", "pull", "--store", str(bare), "--dest", str(dest)]) == 0
+    assert (dest / "h200" / "00000007-env.json").read_bytes() == (
+        r.dir / "h200" / "00000007-env.json"
+    ).read_bytes()
+    assert cli.main(["store", "push", "--store", "", "--results", str(r.dir)]) == 1
+    assert "store_url" in capsys.readouterr().err

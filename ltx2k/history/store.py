@@ -109,7 +109,16 @@ def _check_branch(branch) -> str:
     return branch
 
 
-def _check_machines(results_dir: Path, machine) -> list[str]:
+def _own_machines(machine_file) -> set[str]:
+    """Machine names in asv's machine file (~/.asv-machine.json): this runner's own."""
+    from asv.machine import MachineCollection
+
+    path = Path(machine_file or MachineCollection.get_machine_file_path())
+    data = _read_json_object(path) if path.is_file() else None
+    return {k for k, v in (data or {}).items() if k != "version" and isinstance(v, dict)}
+
+
+def _check_machines(results_dir: Path, machine, machine_file, log: _Log) -> list[str]:
     present = sorted(
         p.name
         for p in results_dir.iterdir()
@@ -122,11 +131,17 @@ def _check_machines(results_dir: Path, machine) -> list[str]:
             raise ValueError(
                 f"results_dir={str(results_dir)!r} holds no <machine>/ directory with results"
             )
-        # Pushing every machine found could overwrite other runners' newer
-        # files with stale copies (e.g. after a pull into the same folder).
+        # Several machines, e.g. after `store pull` into the same folder. Pushing
+        # them all could overwrite other runners' newer files with stale copies,
+        # so push only the one asv itself would run as (its machine file entry).
+        own = sorted(_own_machines(machine_file) & set(present))
+        if len(own) == 1:
+            log(f"pushing {own[0]!r}: this runner's machine in asv's machine file")
+            return own
         raise ValueError(
             f"machine=None but results_dir={str(results_dir)!r} holds several machines "
-            f"{present}; pass machine= to name this runner's own"
+            f"{present} and asv's machine file names {len(own)} of them; pass machine= "
+            "to name this runner's own"
         )
     names = [machine] if isinstance(machine, str) else list(machine)
     if not names:
@@ -272,12 +287,16 @@ def push_results(
     retries: int = 8,
     backoff: float = 0.5,
     *,
+    machine_file=None,
     log=sys.stderr,
 ) -> PushResult:
     """Add this runner's ``results/<machine>/`` files to the store branch.
 
     *machine* names the runner's own machine directory (or several); when
-    None, *results_dir* must hold exactly one. Creates the branch as an
+    None, it is the only machine directory in *results_dir*, or else the one
+    machine that asv's machine file (*machine_file*, default
+    ``~/.asv-machine.json``, as written by ``ltx2k machine --write``) names.
+    Other machines' files are never pushed. Creates the branch as an
     orphan if the store has none. Retries up to *retries* times when other
     runners moved the tip, sleeping ``backoff * 2**attempt`` seconds
     (randomized +-50%, capped at 30 s). Pushing files the store already has
@@ -288,13 +307,13 @@ def push_results(
     if root is None or not root.is_dir():
         raise ValueError(f"results_dir={results_dir!r} is not a directory")
     branch = _check_branch(branch)
-    machines = _check_machines(root, machine)
+    say = _Log(log)
+    machines = _check_machines(root, machine, machine_file, say)
     retries = _check_int("retries", retries, 0)
     if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
         raise ValueError(f"backoff must be a number of seconds >= 0, got {backoff!r}")
     if message is not None and (not isinstance(message, str) or not message.strip()):
         raise ValueError(f"message must be a non-empty str, got {message!r}")
-    say = _Log(log)
 
     files, bench, skipped = _collect(root, machines, say)
     if not files:
