@@ -67,12 +67,15 @@ class PullResult:
 
 
 class _Log:
+    """Progress lines: *stream* True = the current sys.stderr, None/False = silent."""
+
     def __init__(self, stream):
         self.stream = stream
 
     def __call__(self, msg: str) -> None:
-        if self.stream is not None:
-            print(f"ltx2k store: {msg}", file=self.stream, flush=True)
+        stream = sys.stderr if self.stream is True else self.stream
+        if stream:
+            print(f"ltx2k store: {msg}", file=stream, flush=True)
 
 
 def _git(cwd, *args: str, check: bool = True, extra: Sequence[str] = ()):
@@ -288,7 +291,7 @@ def push_results(
     backoff: float = 0.5,
     *,
     machine_file=None,
-    log=sys.stderr,
+    log=True,
 ) -> PushResult:
     """Add this runner's ``results/<machine>/`` files to the store branch.
 
@@ -364,7 +367,7 @@ def pull_results(
     branch: str = DEFAULT_BRANCH,
     *,
     overwrite: bool = False,
-    log=sys.stderr,
+    log=True,
 ) -> PullResult:
     """Assemble the store into a local asv results directory, for ``asv publish``.
 
