@@ -15,11 +15,11 @@ for step in $steps; do
     info) { nvidia-smi; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
     tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest tests -q -m "not slow" -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
-    check) ltx2k check 2>&1 | tail -3 ;;
+    check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
     crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
     clone) # The device copy of the tree has no git history; asv needs commits.
-           rm -rf /tmp/repo && git clone -q "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
+           rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
