@@ -349,3 +349,23 @@ def test_publish_rejects_bad_arguments(history, tmp_path):
         publish.publish(history.conf, history.results_dir, tmp_path / "h", regress_json=bad)
     with pytest.raises(ValueError, match="last"):
         publish.publish(history.conf, history.results_dir, tmp_path / "h", last=0)
+
+
+@pytest.mark.slow
+def test_results_for_commits_missing_from_the_repo_are_reported_per_machine(history, tmp_path):
+    import subprocess
+
+    other = tmp_path / "other-repo"
+    other.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "-C", str(other)]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "unrelated"], check=True)
+    res = publish.publish(
+        history.conf, history.results_dir, tmp_path / "html", repo=other, log=io.StringIO()
+    )
+    assert res.asv_ok  # asv itself would crash on a commit it cannot place
+    unknown = [p for p in res.problems if p.kind == "unknown-commit"]
+    assert sorted(p.machine for p in unknown) == sorted(history.machines)
+    assert all(f"{N_COMMITS} result file(s)" in p.message for p in unknown)
+    rows = _parse(res.summary).row_attrs["machines-table"][1:]
+    assert {a["data-machine"] for a in rows} >= set(history.machines)

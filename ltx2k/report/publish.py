@@ -295,23 +295,31 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
             problems.append(
                 Problem(str(conf["repo"]), None, "no-repository", f"git rev-list failed: {e}")
             )
+    unknown: dict[str, list[tuple[Path, str]]] = {}
     for path, machine, res in candidates:
         if res.commit_hash not in known:
-            problems.append(
-                Problem(
-                    str(path),
-                    machine,
-                    "unknown-commit",
-                    f"Commit {res.commit_hash[:12]} of {path} is not in the repository "
-                    f"{conf['repo']}; asv cannot place it on the dashboard (fetch the "
-                    "commit or pass the right --repo).",
-                )
-            )
+            unknown.setdefault(machine, []).append((path, res.commit_hash))
             continue
         (staged / machine).mkdir(exist_ok=True)
         shutil.copy2(path, staged / machine / path.name)
         if not (staged / machine / "machine.json").exists():
             shutil.copy2(path.parent / "machine.json", staged / machine / "machine.json")
+    # One problem per machine: a wrong --repo makes every file of every machine
+    # "unknown", and hundreds of identical lines would bury the cause.
+    for machine, items in sorted(unknown.items()):
+        shown = ", ".join(sorted({c[:8] for _, c in items})[:6])
+        more = len({c for _, c in items}) - 6
+        problems.append(
+            Problem(
+                str(items[0][0].parent),
+                machine,
+                "unknown-commit",
+                f"{len(items)} result file(s) of {machine!r} are for commits not in the "
+                f"repository {conf['repo']} ({shown}{f', and {more} more' if more > 0 else ''});"
+                " asv cannot place them on its graphs, so they appear only on this summary "
+                "(fetch the commits, or pass the right --repo).",
+            )
+        )
     return staged
 
 
