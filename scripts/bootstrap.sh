@@ -15,8 +15,10 @@ if "$PY" -c "import torch, triton" 2>/dev/null && [ -z "${LTX2K_FORCE_VENV:-}" ]
   if [ -n "$wheelhouse" ]; then
     # --no-deps: asv's metadata asks for virtualenv, which only its virtualenv
     # plugin imports; our env plugin (ltx2k/asv_env.py) does not need it.
-    pipq --no-deps --no-index --find-links "$wheelhouse" \
-      asv asv_runner pympler json5 tabulate importlib-metadata zipp
+    # The exact wheels, not names: names are "already satisfied" by whatever
+    # version the runner happens to have (e.g. an importlib-metadata that asv
+    # cannot import without yet another package).
+    pipq --no-deps --no-index "$wheelhouse"/*.whl
     pipq --no-deps --no-index --no-build-isolation -e .
   else
     pipq --no-build-isolation -e ".[dev]"

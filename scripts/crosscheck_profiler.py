@@ -25,6 +25,7 @@ from ltx2k.measure import device_time, suite
 CHECKS = [
     ("split_rope", "blocked", "B1_S4096_H16_D128", "_split_rope_kernel"),
     ("split_rope", "blocked", "B2_S6144_H16_D128", "_split_rope_kernel"),
+    ("split_rope", "blocked", "B1_S16384_H32_D128", "_split_rope_kernel"),
     ("ada_values9", "slab", "B1_S1024_D4096_bf16", "_ada_values9_kernel"),
     ("ada_values9", "slab", "B2_S6144_D4096_bf16", "_ada_values9_kernel"),
 ]
