@@ -245,6 +245,10 @@ def _eq(a, b):
     return a == b
 
 
+# Job status functions, as for a run in which every earlier job succeeded.
+STATUS_FUNCTIONS = {"success": True, "always": True, "cancelled": False, "failure": False}
+
+
 def evaluate(expr: str, context: dict):
     expr = expr.strip()
     if expr.startswith("${{") and expr.endswith("}}"):
@@ -276,11 +280,15 @@ def evaluate(expr: str, context: dict):
             return {"true": True, "false": False, "null": None}[value]
         if peek() == ("op", "("):
             take("(")
-            args = [or_()]
-            while peek() == ("op", ","):
-                take(",")
+            args = []
+            while peek() != ("op", ")"):
+                if args:
+                    take(",")
                 args.append(or_())
             take(")")
+            if value in STATUS_FUNCTIONS:
+                assert not args
+                return STATUS_FUNCTIONS[value]
             assert value == "contains", f"unsupported function {value}"
             hay, needle = args
             if isinstance(hay, list):
@@ -363,11 +371,20 @@ def test_pr_gpu_jobs_run_only_with_the_maintainer_label(action, fork, labels, la
         assert evaluate(job["if"], ctx) is runs, f"{wf}:{job_name}"
 
 
+@pytest.mark.parametrize("ref, runs", [("refs/heads/main", True), ("refs/heads/try-this", False)])
+def test_gpu_bench_writes_history_only_from_main(ref, runs):
+    jobs = WORKFLOW_DOCS["gpu-bench.yml"]["jobs"]
+    ctx = {"github": {"ref": ref}}
+    for name in ("bench", "report"):
+        assert evaluate(jobs[name]["if"], ctx) is runs, name
+
+
 def test_expression_evaluator_handles_the_subset():
     ctx = {"a": {"b": [{"n": "X"}, {"n": "y"}]}, "s": "abc"}
     assert evaluate("contains(a.b.*.n, 'x')", ctx)
     assert not evaluate("contains(a.b.*.n, 'z') || s == 'abd'", ctx)
     assert evaluate("!(s != 'ABC') && contains(s, 'b')", ctx)
+    assert evaluate("${{ !cancelled() && always() }}", ctx)
 
 
 # --- scripts ---------------------------------------------------------------------------
@@ -406,7 +423,8 @@ from pathlib import Path
 tool, args = Path(sys.argv[0]).name, sys.argv[1:]
 env = os.environ
 seen = {{k: env.get(k) for k in ("LTX2K_STORE_TOKEN", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0",
-                                  "GIT_CONFIG_VALUE_0", "TRITON_CACHE_DIR") if k in env}}
+                                  "GIT_CONFIG_VALUE_0", "TRITON_CACHE_DIR", "TRITON_INTERPRET",
+                                  "PYTORCH_NVML_BASED_CUDA_CHECK") if k in env}}
 record = {{"tool": tool, "args": args, "env": seen}}
 
 
@@ -518,15 +536,18 @@ def sandbox(tmp_path):
 def test_runner_bench_pulls_runs_pushes_and_keeps_the_token_from_benchmarks(sandbox):
     r = sandbox.run("runner_bench.sh", LTX2K_STORE="/tmp/bare.git", LTX2K_STORE_TOKEN="s3cret")
     assert r.returncode == 0, r.stderr
-    calls = [c for c in sandbox.calls("ltx2k")]
+    calls = sandbox.calls("ltx2k")
     assert [c["args"][:2] for c in calls] == [
         ["machine", "--write"],
         ["store", "pull"],
-        ["run", "--skip-existing-commits"],
+        ["run", "--"],  # `--`, or ltx2k's argparse rejects the asv options
         ["store", "push"],
     ]
     # Per-machine skipping over every commit, not asv's cross-machine NEW.
-    assert calls[2]["args"][-1] == "ALL" and "NEW" not in calls[2]["args"]
+    assert calls[2]["args"][2:] == ["--skip-existing-commits", "ALL"]
+    # Only this runner's machine directory is pushed.
+    push = calls[3]["args"]
+    assert push[push.index("--machine") + 1] == "cpu-interpreter"
     header = "AUTHORIZATION: basic " + base64.b64encode(b"x-access-token:s3cret").decode()
     for c in calls:
         assert "LTX2K_STORE_TOKEN" not in c["env"], c
@@ -561,7 +582,19 @@ def test_runner_bench_passes_range_and_run_args(sandbox):
     )
     assert r.returncode == 0, r.stderr
     run = next(c for c in sandbox.calls("ltx2k") if c["args"][0] == "run")
-    assert run["args"] == ["run", "--skip-existing-commits", "--quick", "-e", "HEAD^!"]
+    assert run["args"] == ["run", "--", "--skip-existing-commits", "--quick", "-e", "HEAD^!"]
+
+
+def test_cpu_dashboard_runs_quick_and_publishes(sandbox):
+    r = sandbox.run("cpu_dashboard.sh")
+    assert r.returncode == 0, r.stderr
+    calls = sandbox.calls("ltx2k")
+    assert [c["args"][0] for c in calls] == ["machine", "run", "publish"]
+    assert calls[1]["args"] == ["run", "--", "--quick", "HEAD^!"]
+    assert (sandbox.root / "html" / "index.html").is_file()
+    r = sandbox.run("cpu_dashboard.sh", LTX2K_RUN_ARGS="")  # set but empty: a full run
+    assert r.returncode == 0, r.stderr
+    assert sandbox.calls("ltx2k")[-2]["args"] == ["run", "--", "HEAD^!"]
 
 
 def test_publish_site_pulls_then_publishes(sandbox):
@@ -735,6 +768,9 @@ def test_pr_gate_verdicts(sandbox, asv_rc, regress_rc, verdict, exit_ok):
     assert asv["env"]["TRITON_CACHE_DIR"].startswith(str(sandbox.root.parent)), (
         "PR cache not private"
     )
+    # The environment `ltx2k run` would give asv: the fake machine is a CPU.
+    assert asv["env"]["TRITON_INTERPRET"] == "1"
+    assert asv["env"]["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
     regress = [c for c in sandbox.calls("ltx2k") if c["args"][0] == "regress"]
     assert len(regress) == (regress_rc is not None)
     # asv mirrors refs, so both commits must be reachable from one.

@@ -37,6 +37,7 @@ mkdir -p "$out"
 
 ci_bootstrap
 machine=$(ltx2k machine --write --name-only)
+ci_asv_env "$machine"
 ci_log "asv find ${good:0:12}..${bad:0:12} '$bench' on machine '$machine'"
 
 set +e

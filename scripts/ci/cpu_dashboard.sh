@@ -23,7 +23,7 @@ read -r -a run_args <<<"$run_args_text"
 ci_bootstrap
 machine=$(ltx2k machine --write --name-only)
 ci_log "machine '$machine', range '$range'"
-ltx2k run "${run_args[@]}" "$range"
+ltx2k run -- "${run_args[@]}" "$range"
 ltx2k publish --results "$results" --html "$html"
 [[ -f "$html/index.html" ]] || ci_die "ltx2k publish wrote no $html/index.html"
 ci_log "dashboard in $html/"

@@ -25,19 +25,35 @@ ci_summary() {
     fi
 }
 
-# ci_bootstrap: make `ltx2k` (and asv) importable. LTX2K_SKIP_BOOTSTRAP=1 skips the
-# install, for machines that already have it and for the tests, which put a
-# fake `ltx2k` on PATH to check what the scripts call and in which order.
+# ci_bootstrap: install ltx2k with scripts/bootstrap.sh and put the python it
+# chose first on PATH, so `ltx2k` and `asv` are that python's. On a GPU runner
+# LTX2K_PYTHON (the python with the preinstalled torch) and LTX2K_WHEELHOUSE
+# (offline wheels) come from the runner's .env (docs/runners.md).
+# LTX2K_SKIP_BOOTSTRAP=1 skips the install, for machines that already have it
+# and for the tests, which put fake `ltx2k`/`asv`/`gh` executables on PATH.
 ci_bootstrap() {
     if [[ "${LTX2K_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
-        bash scripts/bootstrap.sh
-        local venv=${LTX2K_VENV:-.venv}
-        if [[ -f "$venv/bin/activate" ]]; then
-            # shellcheck disable=SC1091  # created by bootstrap.sh at run time
-            source "$venv/bin/activate"
+        local args=() py bindir
+        if [[ -n "${LTX2K_WHEELHOUSE:-}" ]]; then
+            args=(--wheelhouse "$LTX2K_WHEELHOUSE")
         fi
+        # bootstrap.sh prints the python to use on its last line.
+        py=$(bash scripts/bootstrap.sh "${args[@]}" | tail -n 1)
+        bindir=$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') ||
+            ci_die "scripts/bootstrap.sh named an unusable python: '$py'"
+        PATH="$bindir:$PATH"
     fi
     command -v ltx2k >/dev/null || ci_die "ltx2k is not on PATH (did scripts/bootstrap.sh run?)"
+}
+
+# ci_asv_env MACHINE: the environment `ltx2k run` gives asv (ltx2k/asv_run.py),
+# for the asv commands it does not wrap (continuous, find).
+ci_asv_env() {
+    # forkserver launches: torch must not initialise CUDA before the fork.
+    export PYTORCH_NVML_BASED_CUDA_CHECK=${PYTORCH_NVML_BASED_CUDA_CHECK:-1}
+    if [[ "$1" == cpu-interpreter ]]; then
+        export TRITON_INTERPRET=1
+    fi
 }
 
 # ci_store_url: the results store. Default: the asv-results branch of this very

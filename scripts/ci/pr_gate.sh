@@ -53,6 +53,7 @@ export TRITON_CACHE_DIR
 ci_bootstrap
 machine=$(ltx2k machine --write --name-only)
 gpu=${LTX2K_GPU:-$machine}
+ci_asv_env "$machine"
 ci_log "gpu '$gpu' (machine '$machine'): ${base:0:12} (merge base) vs ${head:0:12}"
 
 # asv clones this checkout with --mirror, which copies refs, not a detached
@@ -67,7 +68,7 @@ continuous_rc=${PIPESTATUS[0]}
 regress_rc=
 if ((continuous_rc <= 1)); then
     # 0/1 = asv's own unchanged/worse; >1 = benchmarks failed to run.
-    ltx2k regress --results "${LTX2K_RESULTS:-results}" --head "$head" --baseline "$base" \
+    ltx2k regress --results "${LTX2K_RESULTS:-results}" --repo . --head "$head" --baseline "$base" \
         --markdown "$out/regress.md" --json "$out/regress.json"
     regress_rc=$?
 fi

@@ -32,7 +32,8 @@ fi
 ci_bootstrap
 mkdir -p "$out"
 set +e
-ltx2k regress --results "$results" --head "$head" "${baseline_args[@]}" \
+# --repo: order the --last N commits by git history rather than by commit date.
+ltx2k regress --results "$results" --repo . --head "$head" "${baseline_args[@]}" \
     --markdown "$out/report.md" --json "$out/report.json"
 rc=$?
 set -e

@@ -2,7 +2,7 @@
 # Benchmark, on this runner's GPU, every commit that this machine has no result
 # for yet, and add the new results to the shared store.
 #
-#   pull the store -> ltx2k run --skip-existing-commits RANGE -> push the store
+#   pull the store -> ltx2k run --skip-existing-commits RANGE -> push this machine
 #
 # Environment:
 #   LTX2K_STORE        git URL or path of the store (default: this GitHub repository)
@@ -40,13 +40,16 @@ ci_log "machine '$machine', store '$store', range '$range'"
 ci_with_store_auth ltx2k store pull --store "$store" --dest "$results"
 
 set +e
-ltx2k run --skip-existing-commits "${run_args[@]}" "$range"
+# `--`: ltx2k run passes everything after it to asv run verbatim.
+ltx2k run -- --skip-existing-commits "${run_args[@]}" "$range"
 run_status=$?
 set -e
 
 # Push even when some benchmarks failed: what was recorded is still data, and
 # the failures are recorded as failures (null results) for the dashboard.
-ci_with_store_auth ltx2k store push --store "$store" --results "$results"
+# Only this machine's directory: the other machines' copies pulled above may
+# already be stale, and pushing them could undo another runner's newer push.
+ci_with_store_auth ltx2k store push --store "$store" --results "$results" --machine "$machine"
 ci_output machine "$machine"
 
 if ((run_status != 0)); then
