@@ -291,3 +291,15 @@ def test_cli_push_then_pull(bare, tmp_path, capsys):
     ).read_bytes()
     assert cli.main(["store", "push", "--store", "", "--results", str(r.dir)]) == 1
     assert "store_url" in capsys.readouterr().err
+
+
+def test_relative_store_path(bare, tmp_path, monkeypatch):
+    """git runs in a temporary checkout; a relative store path must still mean the caller's."""
+    r = Runner(tmp_path, "h200")
+    r.run_commit(1)
+    monkeypatch.chdir(bare.parent)
+    res = push_results(bare.name, r.dir.relative_to(bare.parent), branch=BRANCH, log=None)
+    assert res.pushed and git(bare, "rev-parse", BRANCH) == res.commit
+    pulled = pull_results(bare.name, "pulled", branch=BRANCH, log=None)
+    assert "h200/00000001-env.json" in pulled.written
+    assert (bare.parent / "pulled" / "h200" / "00000001-env.json").exists()

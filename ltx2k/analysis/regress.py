@@ -215,6 +215,7 @@ def compare(
 
     all_machines = sorted({r.machine for r in records} | {p.machine for p in problems if p.machine})
     columns = tuple(machines) if machines is not None else tuple(all_machines)
+    problems = tuple(p for p in problems if p.machine is None or p.machine in columns)
     commits_of = {m: {c for (mm, c) in index if mm == m} for m in columns}
 
     if baseline is not None:

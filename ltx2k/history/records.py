@@ -451,6 +451,8 @@ def _rows_of(res, name: str, meta: dict):
         # Without benchmarks.json asv itself cannot name parameters either.
         names = [f"param{i + 1}" for i in range(len(bparams))]
     combos = list(itertools.product(*bparams))
+    # The raw stored list (asv's accessors zip it against the parameter
+    # product and would silently truncate a malformed row).
     raw = res._results.get(name)
     if raw is not None and not isinstance(raw, list):
         raw = [raw]  # very old unparameterized layout: a bare number

@@ -100,7 +100,10 @@ def _check_url(store_url) -> str:
         store_url = os.fspath(store_url)
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError(f"store_url must be a git URL or path, got {store_url!r}")
-    return store_url.strip()
+    store_url = store_url.strip()
+    # git runs inside a temporary checkout: a relative local path must not
+    # be resolved against that.
+    return os.path.abspath(store_url) if os.path.exists(store_url) else store_url
 
 
 def _check_branch(branch) -> str:
