@@ -114,7 +114,7 @@ def publish(
     problems = list(problems)
     with tempfile.TemporaryDirectory(prefix="ltx2k-publish-") as tmp:
         tmp = Path(tmp)
-        conf = _staged_conf(conf_path, tmp, html, repo)
+        conf = _staged_conf(conf_path, html, repo)
         staged = _stage_results(results, tmp / "results", conf, problems)
         conf["results_dir"] = str(staged)
         tmp_conf = tmp / "asv.conf.json"
@@ -219,7 +219,7 @@ def _machines_info(results: Path) -> dict[str, dict]:
 # --- staging ----------------------------------------------------------------------------
 
 
-def _staged_conf(conf_path: Path, tmp: Path, html: Path, repo) -> dict:
+def _staged_conf(conf_path: Path, html: Path, repo) -> dict:
     """asv.conf.json with every path absolute: asv resolves them against the conf's folder."""
     from asv import util
 
