@@ -503,6 +503,14 @@ class Sandbox:
             self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{i}")
             self.commits.append(self.git("rev-parse", "HEAD").strip())
 
+    def store(self, *, with_branch: bool) -> str:
+        """A bare store repository, with or without the asv-results branch."""
+        store = self.root.parent / "store.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True)
+        if with_branch:
+            self.git("push", "-q", str(store), "HEAD:refs/heads/asv-results")
+        return str(store)
+
     def git(self, *args):
         return subprocess.run(
             ["git", *args], cwd=self.root, env=self.env, check=True, capture_output=True, text=True
@@ -534,7 +542,8 @@ def sandbox(tmp_path):
 
 
 def test_runner_bench_pulls_runs_pushes_and_keeps_the_token_from_benchmarks(sandbox):
-    r = sandbox.run("runner_bench.sh", LTX2K_STORE="/tmp/bare.git", LTX2K_STORE_TOKEN="s3cret")
+    store = sandbox.store(with_branch=True)
+    r = sandbox.run("runner_bench.sh", LTX2K_STORE=store, LTX2K_STORE_TOKEN="s3cret")
     assert r.returncode == 0, r.stderr
     calls = sandbox.calls("ltx2k")
     assert [c["args"][:2] for c in calls] == [
@@ -554,17 +563,31 @@ def test_runner_bench_pulls_runs_pushes_and_keeps_the_token_from_benchmarks(sand
         if c["args"][0] == "store":
             assert c["env"]["GIT_CONFIG_VALUE_0"] == header
             assert c["env"]["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraheader"
-            assert "/tmp/bare.git" in c["args"]
+            assert store in c["args"]
         else:
             assert "GIT_CONFIG_VALUE_0" not in c["env"], c
     assert sandbox.outputs()["machine"] == "cpu-interpreter"
 
 
 def test_runner_bench_pushes_partial_results_when_the_run_fails(sandbox):
-    r = sandbox.run("runner_bench.sh", LTX2K_STORE="/tmp/bare.git", FAKE_RUN_RC="2")
+    store = sandbox.store(with_branch=True)
+    r = sandbox.run("runner_bench.sh", LTX2K_STORE=store, FAKE_RUN_RC="2")
     assert r.returncode != 0
     assert [c["args"][:2] for c in sandbox.calls("ltx2k")][-1] == ["store", "push"]
     assert "exited 2" in r.stderr
+
+
+def test_runner_bench_starts_a_new_store(sandbox):
+    r = sandbox.run("runner_bench.sh", LTX2K_STORE=sandbox.store(with_branch=False))
+    assert r.returncode == 0, r.stderr
+    # Nothing to pull from a store without the branch; the push creates it.
+    assert [c["args"][0] for c in sandbox.calls("ltx2k")] == ["machine", "run", "store"]
+
+
+def test_runner_bench_stops_before_benchmarking_if_the_store_is_unreachable(sandbox):
+    r = sandbox.run("runner_bench.sh", LTX2K_STORE=str(sandbox.root.parent / "no-such.git"))
+    assert r.returncode != 0 and "cannot read store" in r.stderr
+    assert [c["args"][0] for c in sandbox.calls("ltx2k")] == ["machine"]
 
 
 def test_runner_bench_needs_a_store(sandbox):
@@ -576,7 +599,7 @@ def test_runner_bench_needs_a_store(sandbox):
 def test_runner_bench_passes_range_and_run_args(sandbox):
     r = sandbox.run(
         "runner_bench.sh",
-        LTX2K_STORE="/tmp/s.git",
+        LTX2K_STORE=sandbox.store(with_branch=False),
         LTX2K_RANGE="HEAD^!",
         LTX2K_RUN_ARGS="--quick -e",
     )

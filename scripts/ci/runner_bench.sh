@@ -6,7 +6,8 @@
 #
 # Environment:
 #   LTX2K_STORE        git URL or path of the store (default: this GitHub repository)
-#   LTX2K_STORE_TOKEN  token git uses for the store; only `ltx2k store` sees it
+#   LTX2K_STORE_TOKEN  token git uses for the store; only git talking to the store sees it
+#   LTX2K_STORE_BRANCH store branch (default asv-results)
 #   LTX2K_RANGE        asv commit range (default ALL, i.e. every commit on the
 #                      branches of asv.conf.json; see below)
 #   LTX2K_RUN_ARGS     extra `asv run` arguments, split on whitespace (e.g. --quick)
@@ -23,6 +24,7 @@ source scripts/ci/lib.sh
 ci_take_store_token
 
 store=$(ci_store_url)
+branch=${LTX2K_STORE_BRANCH:-asv-results}
 results=${LTX2K_RESULTS:-results}
 # Not asv's NEW: NEW skips every commit older than the newest one benchmarked on
 # *any* machine (asv.results.get_existing_hashes reads all machines), so once
@@ -36,8 +38,18 @@ machine=$(ltx2k machine --write --name-only)
 ci_log "machine '$machine', store '$store', range '$range'"
 
 # Pull first: the store is how this runner learns what it (or a twin runner of
-# the same GPU type) has already benchmarked.
-ci_with_store_auth ltx2k store pull --store "$store" --dest "$results"
+# the same GPU type) has already benchmarked. A store without the branch is a
+# new store (the first push creates it); any other failure to reach it stops
+# the job before hours of benchmarking that could not be pushed.
+set +e
+ci_with_store_auth git ls-remote --exit-code --heads "$store" "$branch" >/dev/null
+probe=$?
+set -e
+case $probe in
+0) ci_with_store_auth ltx2k store pull --store "$store" --branch "$branch" --dest "$results" ;;
+2) ci_log "store has no branch '$branch' yet: this run's results will create it" ;;
+*) ci_die "cannot read store '$store' (git ls-remote exited $probe)" ;;
+esac
 
 set +e
 # `--`: ltx2k run passes everything after it to asv run verbatim.
@@ -49,7 +61,8 @@ set -e
 # the failures are recorded as failures (null results) for the dashboard.
 # Only this machine's directory: the other machines' copies pulled above may
 # already be stale, and pushing them could undo another runner's newer push.
-ci_with_store_auth ltx2k store push --store "$store" --results "$results" --machine "$machine"
+ci_with_store_auth ltx2k store push --store "$store" --branch "$branch" --results "$results" \
+    --machine "$machine"
 ci_output machine "$machine"
 
 if ((run_status != 0)); then
