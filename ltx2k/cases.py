@@ -26,12 +26,22 @@ def _exact_values(shape, lo: int, hi: int, gen: torch.Generator, scale: float = 
     return (torch.randint(lo, hi + 1, shape, generator=gen).float() * scale).to(torch.bfloat16)
 
 
-def rope_inputs(shape: shapes.RopeShape, device, seed: int = 0, exact: bool = False,
-                transposed: bool = True):
+def _generator(device, seed: int, exact: bool) -> torch.Generator:
+    # Random inputs are drawn on the device itself: drawing hundreds of MB on
+    # the CPU and copying them dominated each asv benchmark process's setup.
+    dev = torch.device(device)
+    if exact or dev.type != "cuda":
+        return torch.Generator().manual_seed(seed)
+    return torch.Generator(device=dev).manual_seed(seed)
+
+
+def rope_inputs(
+    shape: shapes.RopeShape, device, seed: int = 0, exact: bool = False, transposed: bool = True
+):
     """(x, cos, sin) for one shape. ``transposed`` builds cos/sin as [B,S,H,D/2].transpose(1,2),
     the layout LTX-2 produces, so the kernels' stride handling is always exercised."""
     B, S, H, D = shape.B, shape.S, shape.H, shape.D
-    gen = torch.Generator().manual_seed(seed)
+    gen = _generator(device, seed, exact)
     cs_shape = (B, S, H, D // 2) if transposed else (B, H, S, D // 2)
     if exact:
         pw = torch.tensor([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0])
@@ -39,8 +49,9 @@ def rope_inputs(shape: shapes.RopeShape, device, seed: int = 0, exact: bool = Fa
         cos = pw[torch.randint(0, 6, cs_shape, generator=gen)].to(torch.bfloat16)
         sin = pw[torch.randint(0, 6, cs_shape, generator=gen)].to(torch.bfloat16)
     else:
-        x = torch.randn((B, S, H * D), generator=gen).to(torch.bfloat16)
-        ang = torch.rand(cs_shape, generator=gen) * 6.2831853
+        dev = gen.device
+        x = torch.randn((B, S, H * D), generator=gen, device=dev).to(torch.bfloat16)
+        ang = torch.rand(cs_shape, generator=gen, device=dev) * 6.2831853
         cos, sin = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
     x, cos, sin = (t.to(device) for t in (x, cos, sin))
     if transposed:
@@ -51,14 +62,15 @@ def rope_inputs(shape: shapes.RopeShape, device, seed: int = 0, exact: bool = Fa
 def ada_inputs(shape: shapes.AdaShape, device, seed: int = 0, exact: bool = False):
     """(scale_shift_table, timestep) for one shape."""
     B, S, D = shape.B, shape.S, shape.D
-    gen = torch.Generator().manual_seed(seed)
+    gen = _generator(device, seed, exact)
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[shape.table_dtype]
     if exact:
         table = _exact_values((9, D), -16, 16, gen, scale=0.5).to(tdtype)
         ts = _exact_values((B, S, 9 * D), -16, 16, gen)
     else:
-        table = (torch.randn((9, D), generator=gen) / D**0.5).to(tdtype)
-        ts = torch.randn((B, S, 9 * D), generator=gen).to(torch.bfloat16)
+        dev = gen.device
+        table = (torch.randn((9, D), generator=gen, device=dev) / D**0.5).to(tdtype)
+        ts = torch.randn((B, S, 9 * D), generator=gen, device=dev).to(torch.bfloat16)
     return table.to(device), ts.to(device)
 
 
@@ -89,14 +101,28 @@ class KernelSpec:
 
 KERNELS: dict[str, KernelSpec] = {
     "split_rope": KernelSpec(
-        "split_rope", "SplitRope", shapes.ROPE_VARIANTS, shapes.ROPE_SHAPES, shapes.ROPE_SHAPES_CPU,
-        rope_inputs, rope_bytes, reference.split_rotary_reference,
-        "ltx2k.kernels.rope", "apply_ltx2_split_rotary_emb",
+        "split_rope",
+        "SplitRope",
+        shapes.ROPE_VARIANTS,
+        shapes.ROPE_SHAPES,
+        shapes.ROPE_SHAPES_CPU,
+        rope_inputs,
+        rope_bytes,
+        reference.split_rotary_reference,
+        "ltx2k.kernels.rope",
+        "apply_ltx2_split_rotary_emb",
     ),
     "ada_values9": KernelSpec(
-        "ada_values9", "AdaValues9", shapes.ADA_VARIANTS, shapes.ADA_SHAPES, shapes.ADA_SHAPES_CPU,
-        ada_inputs, ada_bytes, reference.ada_values9_reference,
-        "ltx2k.kernels.adaln", "ltx2_ada_values9",
+        "ada_values9",
+        "AdaValues9",
+        shapes.ADA_VARIANTS,
+        shapes.ADA_SHAPES,
+        shapes.ADA_SHAPES_CPU,
+        ada_inputs,
+        ada_bytes,
+        reference.ada_values9_reference,
+        "ltx2k.kernels.adaln",
+        "ltx2_ada_values9",
     ),
 }
 
