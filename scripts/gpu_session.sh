@@ -22,6 +22,15 @@ for step in $steps; do
            rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
+    asvfull) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-300} ltx2k run HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed" ;;
+    asv3) ( cd /tmp/repo && time timeout 200 ltx2k run -- --skip-existing-commits -b "time_device_cold" HEAD~3..HEAD ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total" ;;
+    noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout 120 ltx2k run -- -b "time_device_cold" HEAD^! >/dev/null 2>&1;
+             python3 "$OLDPWD/scripts/noise_check.py" /tmp/results_run1 results --json "$OUT/noise.json" ) 2>&1 | tail -8 ;;
+    inject) ( cd /tmp/repo && timeout 120 ltx2k run -- -b "SplitRope.time_device_cold" inject-slowdown^! >/dev/null 2>&1;
+              ltx2k regress --results results --repo . --head "$(git rev-parse inject-slowdown)" --baseline main --markdown "$OUT/regress_inject.md" --json "$OUT/regress_inject.json" >/dev/null; echo "regress exit $?";
+              grep -E "regression|improvement" "$OUT/regress_inject.md" | head -12;
+              timeout 150 python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 main inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1 ;;
+    pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
 done
