@@ -1,8 +1,11 @@
 """GPU contract: both variants of both kernels are bit-identical to the eager references.
 
 Random normal inputs (not the interpreter's exact values): on a GPU the
-rounding order itself is under test. Outputs are NaN-poisoned first, so an
-element no program wrote cannot pass. Skipped without CUDA; run on the H200.
+rounding order itself is under test. Outputs are NaN-poisoned first (the
+``poison`` fixture of conftest.py), so an element no program wrote cannot
+pass. Skipped without CUDA; run on the H200. The CPU test modules run on the
+GPU too; this one adds what only a GPU shows: random data at production
+shapes, torch.compile, and the caching allocator's allocation count.
 """
 
 from __future__ import annotations
@@ -17,28 +20,24 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-ROPE = [shapes.RopeShape(1, 1024, 32, 128), shapes.RopeShape(1, 4096, 16, 128),
-        shapes.RopeShape(4, 1152, 32, 128), shapes.RopeShape(4, 25, 32, 64)]
-ADA = [shapes.AdaShape(1, 1, 4096, "bf16"), shapes.AdaShape(1, 1, 4096, "fp32"),
-       shapes.AdaShape(2, 3, 2048, "bf16"), shapes.AdaShape(2, 3, 2048, "fp32")]
+ROPE = [
+    shapes.RopeShape(1, 1024, 32, 128),
+    shapes.RopeShape(1, 4096, 16, 128),
+    shapes.RopeShape(4, 1152, 32, 128),
+    shapes.RopeShape(4, 25, 32, 64),
+]
+ADA = [
+    shapes.AdaShape(1, 1, 4096, "bf16"),
+    shapes.AdaShape(1, 1, 4096, "fp32"),
+    shapes.AdaShape(2, 3, 2048, "bf16"),
+    shapes.AdaShape(2, 3, 2048, "fp32"),
+]
 
 
-@pytest.fixture
-def poison(monkeypatch):
-    """Make the launchers' torch.empty/empty_like return NaN-filled tensors."""
-    real_empty, real_like = torch.empty, torch.empty_like
-
-    def empty(*a, **k):
-        return real_empty(*a, **k).fill_(float("nan"))
-
-    def empty_like(*a, **k):
-        return real_like(*a, **k).fill_(float("nan"))
-
-    from ltx2k.kernels import adaln, rope
-
-    for mod in (rope, adaln):
-        monkeypatch.setattr(mod.torch, "empty", empty)
-        monkeypatch.setattr(mod.torch, "empty_like", empty_like)
+def _assert_bitexact(out, ref):
+    assert out.shape == ref.shape and out.dtype == ref.dtype, (out.shape, out.dtype)
+    assert not out.isnan().any(), "output elements never written (NaN poison survived)"
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("transposed", [True, False], ids=["cs_transposed", "cs_contig"])
@@ -49,8 +48,8 @@ def test_rope_bitexact(variant, shape, transposed, poison):
 
     x, cos, sin = cases.rope_inputs(shape, "cuda", seed=3, transposed=transposed)
     out = apply_ltx2_split_rotary_emb(x, cos, sin, variant=variant)
-    ref = reference.split_rotary_reference(x, cos, sin)
-    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    assert poison.calls == 1  # the output really was poisoned
+    _assert_bitexact(out, reference.split_rotary_reference(x, cos, sin))
 
 
 @pytest.mark.parametrize("shape", ADA, ids=lambda s: s.label)
@@ -60,11 +59,12 @@ def test_ada_bitexact(variant, shape, poison):
 
     table, ts = cases.ada_inputs(shape, "cuda", seed=5)
     outs = ltx2_ada_values9(table, ts, variant=variant)
+    assert poison.calls == (1 if variant == "slab" else 9)
     refs = reference.ada_values9_reference(table, ts)
     assert len(outs) == 9
-    for o, r in zip(outs, refs):
+    for o, r in zip(outs, refs, strict=True):
         assert o.is_contiguous() and o.shape == (shape.B, shape.S, shape.D)
-        torch.testing.assert_close(o, r, atol=0, rtol=0)
+        _assert_bitexact(o, r)
 
 
 def test_rope_fma_would_differ():
@@ -76,26 +76,33 @@ def test_rope_fma_would_differ():
     xh = x.view(b, s, h, 2, half).float()
     c = cos.transpose(1, 2).float()
     sn = sin.transpose(1, 2).float()
-    fused = torch.stack([xh[..., 0, :] * c - xh[..., 1, :] * sn,
-                         xh[..., 1, :] * c + xh[..., 0, :] * sn], dim=3)
+    fused = torch.stack(
+        [xh[..., 0, :] * c - xh[..., 1, :] * sn, xh[..., 1, :] * c + xh[..., 0, :] * sn], dim=3
+    )
     assert not torch.equal(fused.to(torch.bfloat16).view_as(ref), ref)
 
 
-def test_compile_fullgraph():
-    from ltx2k import apply_ltx2_split_rotary_emb, ltx2_ada_values9
+def test_compile_fullgraph_rope():
+    from ltx2k import apply_ltx2_split_rotary_emb  # default variant: "blocked"
 
     x, cos, sin = cases.rope_inputs(ROPE[3], "cuda", seed=1)
-    rope_c = torch.compile(apply_ltx2_split_rotary_emb, fullgraph=True)
-    torch.testing.assert_close(rope_c(x, cos, sin), reference.split_rotary_reference(x, cos, sin),
-                               atol=0, rtol=0)
-    table, ts = cases.ada_inputs(ADA[0], "cuda", seed=2)
-    ada_c = torch.compile(ltx2_ada_values9, fullgraph=True)
-    outs = ada_c(table, ts)
-    for o, r in zip(outs, reference.ada_values9_reference(table, ts)):
-        torch.testing.assert_close(o, r, atol=0, rtol=0)
+    rope_c = torch.compile(apply_ltx2_split_rotary_emb, fullgraph=True, dynamic=False)
+    _assert_bitexact(rope_c(x, cos, sin), reference.split_rotary_reference(x, cos, sin))
+
+
+@pytest.mark.parametrize("shape", [ADA[0], ADA[3]], ids=lambda s: s.label)
+def test_compile_fullgraph_ada(shape):
+    from ltx2k import ltx2_ada_values9  # default variant: "slab"
+
+    table, ts = cases.ada_inputs(shape, "cuda", seed=2)
+    outs = torch.compile(ltx2_ada_values9, fullgraph=True, dynamic=False)(table, ts)
+    for o, r in zip(outs, reference.ada_values9_reference(table, ts), strict=True):
+        _assert_bitexact(o, r)
     # still one slab: 9 views of one storage, in order
     base = outs[0].untyped_storage().data_ptr()
     assert all(o.untyped_storage().data_ptr() == base for o in outs)
+    n = shape.B * shape.S * shape.D
+    assert [o.storage_offset() for o in outs] == [i * n for i in range(9)]
 
 
 @pytest.mark.parametrize("variant,expected", [("separate", 9), ("slab", 1)])
