@@ -183,7 +183,9 @@ def apply_ltx2_split_rotary_emb(
         A new ``[B, S, H*D]`` bf16 tensor.
     """
     B, S, H, D = _validate(x, cos, sin, variant)
-    out = torch.empty_like(x)
+    # Not empty_like: x may be "contiguous" with an arbitrary stride on a
+    # size-1 dim (PyTorch ignores those strides), and out must be dense rows.
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if B * S == 0:
         return out
     cfg = VARIANTS[variant](H)
@@ -196,7 +198,9 @@ def apply_ltx2_split_rotary_emb(
         S,
         H,
         half,
-        x.stride(1),
+        x.shape[
+            2
+        ],  # token stride of a contiguous [B, S, H*D]; x.stride(1) is arbitrary when S == 1
         cos.stride(0),
         cos.stride(1),
         cos.stride(2),
