@@ -55,6 +55,21 @@ def cmd_quick(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_all(args: argparse.Namespace) -> int:
+    from ltx2k import pipeline
+
+    out = pipeline.run_all(
+        config=args.config,
+        commits=args.commits,
+        store=args.store,
+        html=args.html,
+        results=args.results,
+        skip_bench=args.skip_bench,
+    )
+    # A regression is reported (exit 2) but the dashboard is still published.
+    return out.regress_exit if out.regress_exit == 2 else EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ltx2k import asv_run
 
@@ -172,6 +187,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_quick)
 
     s = sub.add_parser(
+        "all",
+        help="the main job: gate, asv run, store, regress, publish (GPU or CPU interpreter)",
+    )
+    s.add_argument("--config", default="asv.conf.json")
+    s.add_argument("--commits", default="HEAD^!", help="asv commit range (default HEAD^!)")
+    s.add_argument(
+        "--store",
+        default=".asv/store.git",
+        help="results store: git URL or local path (created as a bare repo if missing); "
+        "'' to skip (default .asv/store.git)",
+    )
+    s.add_argument("--results", default="results")
+    s.add_argument("--html", default="html")
+    s.add_argument("--skip-bench", action="store_true", help="reuse existing results")
+    s.set_defaults(func=cmd_all)
+
+    s = sub.add_parser(
         "run",
         help="asv run on this machine (GPU-derived name, samples recorded, offline env)",
         description="Everything after the options is passed to `asv run`, e.g. "
@@ -254,7 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = _usage_error_exits_1(build_parser())
+    # `ltx2k run --quick HEAD^!`: options ltx2k does not know belong to asv.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "run":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.asv_args = extra + list(args.asv_args)
     try:
         return args.func(args)
     except (ValueError, RuntimeError, FileNotFoundError) as e:

@@ -1,0 +1,113 @@
+"""The main job, end to end: gate -> benchmark -> store -> regress -> publish.
+
+``ltx2k all`` (and ``scripts/main.sh``) runs this on whatever device is
+present: the GPU through asv, or the Triton interpreter on CPU under the
+machine "cpu-interpreter". Each stage is the same library call a CI script
+or a person would make on its own; this module only sequences them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Outcome:
+    html: Path
+    regress_exit: int
+    stages: list[str]
+
+
+def _say(msg: str) -> None:
+    print(f"[ltx2k all] {msg}", file=sys.stderr, flush=True)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def ensure_store(store: str) -> str:
+    """A local path that does not exist yet becomes a new bare repository."""
+    if "://" in store or store.startswith("git@"):
+        return store
+    path = Path(store)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+        _say(f"created results store {path} (a bare git repo; branch asv-results)")
+    return str(path.resolve())
+
+
+def run_all(
+    *,
+    config: str = "asv.conf.json",
+    commits: str = "HEAD^!",
+    store: str | None = None,
+    html: str = "html",
+    results: str = "results",
+    asv_args: list[str] | None = None,
+    skip_bench: bool = False,
+) -> Outcome:
+    from ltx2k import asv_run, machine, runtime
+
+    repo = Path(config).resolve().parent
+    stages = []
+    backend = runtime.select_backend()
+    name = machine.identify()["machine"]
+    _say(f"device: {backend}; asv machine: {name}")
+
+    _say("1/5 correctness gate: every variant bit-exact against its reference")
+    from ltx2k.measure.gate import check_all
+
+    failures = check_all(verbose=False)
+    if failures:
+        raise RuntimeError(
+            "correctness gate failed, nothing benchmarked:\n  " + "\n  ".join(failures)
+        )
+    stages.append("gate")
+
+    if not skip_bench:
+        _say(f"2/5 asv run {commits} on {name} (asv prints progress)")
+        rc = asv_run.run([*(asv_args or []), commits], config=config)
+        if rc != 0:
+            raise RuntimeError(f"asv run exited {rc}")
+        stages.append("bench")
+
+    if store:
+        from ltx2k.history import store as store_mod
+
+        url = ensure_store(store)
+        _say(f"3/5 store: push results/{name} to {url}")
+        store_mod.push_results(url, results, machine=[name])
+        store_mod.pull_results(url, results)
+        stages.append("store")
+    else:
+        _say("3/5 store: skipped (no --store)")
+
+    from ltx2k.analysis import regress
+    from ltx2k.report import publish
+
+    head = _git(repo, "rev-parse", "HEAD")
+    Path(html).mkdir(parents=True, exist_ok=True)
+    _say("4/5 regress: HEAD against the median of the last 5 benchmarked commits")
+    report = regress.regress(results, head, last=5, repo=str(repo), machines=None)
+    md = regress.render_markdown(report)
+    (Path(html) / "regress.md").write_text(md)
+    print(md)
+    stages.append("regress")
+
+    _say("5/5 publish: asv publish + summary page")
+    res = publish.publish(config, results, html, regress_json=report.to_json(), repo=repo)
+    if not res.asv_ok:
+        raise RuntimeError("asv publish failed; only the summary page was written")
+    stages.append("publish")
+    _say(
+        f"dashboard: {Path(html).resolve()}/index.html and summary.html; "
+        f"serve it with `python -m asv preview` (or any static web server)"
+    )
+    return Outcome(html=Path(html), regress_exit=report.exit_code, stages=stages)
