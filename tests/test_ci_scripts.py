@@ -818,8 +818,9 @@ def test_pr_gate_rejects_option_like_refs(sandbox):
     assert sandbox.calls() == []
 
 
-def test_bisect_runs_asv_find_on_the_range(sandbox):
-    good, bad = sandbox.commits[0], sandbox.commits[-1]
+@pytest.mark.parametrize("good_index", [0, 1], ids=["root-commit", "inner-commit"])
+def test_bisect_runs_asv_find_on_a_range_that_starts_at_good(sandbox, good_index):
+    good, bad = sandbox.commits[good_index], sandbox.commits[-1]
     r = sandbox.run(
         "bisect.sh",
         good,
@@ -830,7 +831,12 @@ def test_bisect_runs_asv_find_on_the_range(sandbox):
     assert r.returncode == 0, r.stderr
     (find,) = sandbox.calls("asv")
     assert find["args"][0] == "find" and "--invert" in find["args"]
-    assert find["args"][-2:] == [f"{good}..{bad}", "bench_kernels.SplitRope.time_device_warm"]
+    assert find["args"][-1] == "bench_kernels.SplitRope.time_device_warm"
+    # asv find never blames the oldest commit of its range, so that commit must be
+    # `good` itself: with git's good..bad, good's child could never be found.
+    # asv lists the range with `git rev-list --first-parent`, oldest last.
+    listed = sandbox.git("rev-list", "--first-parent", find["args"][-2]).split()
+    assert listed == sandbox.commits[good_index:][::-1]
     assert "asv find" in (sandbox.root / "bisect" / "summary.md").read_text()
 
 
@@ -838,6 +844,7 @@ def test_bisect_runs_asv_find_on_the_range(sandbox):
     "good, bad, bench, invert, message",
     [
         ("HEAD", "HEAD~2", "b", "false", "not an ancestor"),
+        ("HEAD", "HEAD", "b", "false", "same commit"),
         ("HEAD~2", "HEAD", "", "false", "LTX2K_BISECT_BENCH"),
         ("HEAD~2", "HEAD", "--dry-run", "false", "LTX2K_BISECT_BENCH"),
         ("HEAD~2", "HEAD", "b", "yes", "LTX2K_BISECT_INVERT"),

@@ -24,6 +24,7 @@ bad=$(ci_commit "${2:-${LTX2K_BISECT_BAD:-}}" LTX2K_BISECT_BAD)
 bench=${3:-${LTX2K_BISECT_BENCH:-}}
 [[ -n "$bench" && "$bench" != -* && "$bench" != *$'\n'* ]] ||
     ci_die "LTX2K_BISECT_BENCH: need one benchmark name or regex, got '$bench'"
+[[ "$good" != "$bad" ]] || ci_die "good and bad are the same commit ${good:0:12}: nothing to bisect"
 git merge-base --is-ancestor "$good" "$bad" ||
     ci_die "good commit ${good:0:12} is not an ancestor of bad commit ${bad:0:12}"
 find_args=()
@@ -32,6 +33,17 @@ true) find_args=(--invert) ;;
 false) ;;
 *) ci_die "LTX2K_BISECT_INVERT: expected true or false, got '${LTX2K_BISECT_INVERT}'" ;;
 esac
+# asv find takes the oldest commit of its range as the known-good end: it
+# measures it but can never name it. git's good..bad leaves good out, so that
+# end would be good's child, and a change made by good's child would be blamed
+# on a later commit (with two commits in the range, asv answers `bad` without
+# measuring anything). good^..bad starts the range at good itself; a root
+# commit has no parent, and then everything up to bad is the range.
+if git rev-parse --verify --quiet "${good}^" >/dev/null; then
+    range="${good}^..${bad}"
+else
+    range=$bad
+fi
 out=${LTX2K_OUT:-bisect}
 mkdir -p "$out"
 
@@ -41,7 +53,7 @@ ci_asv_env "$machine"
 ci_log "asv find ${good:0:12}..${bad:0:12} '$bench' on machine '$machine'"
 
 set +e
-asv find --machine "$machine" --show-stderr "${find_args[@]}" "$good..$bad" "$bench" 2>&1 |
+asv find --machine "$machine" --show-stderr "${find_args[@]}" "$range" "$bench" 2>&1 |
     tee "$out/asv-find.txt"
 rc=${PIPESTATUS[0]}
 set -e
