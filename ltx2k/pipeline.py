@@ -93,11 +93,9 @@ def run_all(
     from ltx2k.report import publish
 
     head = _git(repo, "rev-parse", "HEAD")
-    Path(html).mkdir(parents=True, exist_ok=True)
     _say("4/5 regress: HEAD against the median of the last 5 benchmarked commits")
     report = regress.regress(results, head, last=5, repo=str(repo), machines=None)
     md = regress.render_markdown(report)
-    (Path(html) / "regress.md").write_text(md)
     print(md)
     stages.append("regress")
 
@@ -105,6 +103,7 @@ def run_all(
     res = publish.publish(config, results, html, regress_json=report.to_json(), repo=repo)
     if not res.asv_ok:
         raise RuntimeError("asv publish failed; only the summary page was written")
+    (Path(html) / "regress.md").write_text(md)  # after publish: asv publish empties html/
     stages.append("publish")
     _say(
         f"dashboard: {Path(html).resolve()}/index.html and summary.html; "

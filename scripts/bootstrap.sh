@@ -28,7 +28,8 @@ else
   PY=.venv/bin/python
   # The CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
   "$PY" -c "import torch" 2>/dev/null || pipq ${LTX2K_TORCH_INDEX:+--index-url "$LTX2K_TORCH_INDEX"} "torch==${LTX2K_TORCH_VERSION:-2.13.0}"
-  pipq -e ".[dev]"
+  # Triton pinned to the GPU runners' version: the CPU tests run its interpreter.
+  pipq -e ".[dev]" "triton==${LTX2K_TRITON_VERSION:-3.6.0}"
 fi
 "$PY" -c "import ltx2k, torch, triton, asv; print('bootstrap: ltx2k', ltx2k.__version__, 'torch', torch.__version__, 'triton', triton.__version__)" >&2
-echo "$PY"
+"$PY" -c "import sys; print(sys.executable)"

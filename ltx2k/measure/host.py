@@ -24,8 +24,9 @@ class HostClock:
         return time.perf_counter()
 
 
-def host_latencies(fn: Callable[[], object], on_gpu: bool, number: int = 100,
-                   samples: int = 20) -> list[float]:
+def host_latencies(
+    fn: Callable[[], object], on_gpu: bool, number: int = 100, samples: int = 20
+) -> list[float]:
     """Seconds per call, one value per batch of ``number`` calls."""
     clock = HostClock(on_gpu)
     for _ in range(3):
@@ -37,3 +38,17 @@ def host_latencies(fn: Callable[[], object], on_gpu: bool, number: int = 100,
             fn()
         out.append((clock() - t0) / number)
     return out
+
+
+def synced_perf_counter() -> float:
+    """``perf_counter`` after draining the GPU queue: pytest-benchmark's ``--benchmark-timer``.
+
+    pytest-benchmark reads the timer once before and once after ``iterations``
+    calls, so this syncs once per batch, like :class:`HostClock`. It never
+    initialises CUDA itself (CPU runs stay CUDA-free).
+    """
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# THE main job (README): set up, then gate -> asv run -> store -> regress ->
+# publish, on the GPU if there is one, else in Triton's CPU interpreter.
+# Extra arguments go to `ltx2k all` (e.g. --commits main~3..main, --store URL).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=$(bash scripts/bootstrap.sh ${LTX2K_WHEELHOUSE:+--wheelhouse "$LTX2K_WHEELHOUSE"} | tail -n 1)
+export PATH="$(dirname "$PY"):$PATH"
+exec ltx2k all "$@"

@@ -1,0 +1,58 @@
+"""Quick local benchmarks with pytest-benchmark: ``pytest --benchmark-only``.
+
+- host latency per call is pytest-benchmark's own statistic (its timer is
+  ltx2k.measure.host.synced_perf_counter, set in pyproject: one device sync
+  per batch of ``iterations`` calls);
+- variants of one shape share a group, so they print side by side;
+- cold/warm-L2 device time, GB/s and % of measured copy bandwidth go into
+  ``extra_info`` (saved with --benchmark-autosave, compared with
+  --benchmark-compare).
+
+Without --benchmark-only these run each case once as a smoke test (CI passes
+--benchmark-disable).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ltx2k import cases, runtime
+
+ON_GPU = runtime.device() == "cuda"
+CASES = [
+    (kernel, variant, shape)
+    for kernel, spec in cases.KERNELS.items()
+    for shape in cases.shapes_for(kernel, ON_GPU)
+    for variant in spec.variants
+    if ON_GPU or variant != "compiled"  # inductor's CPU backend compiles C++ for minutes
+]
+
+
+@pytest.mark.parametrize(
+    "kernel,variant,shape", CASES, ids=[f"{k}-{v}-{s.label}" for k, v, s in CASES]
+)
+def test_kernel(benchmark, kernel, variant, shape):
+    from ltx2k.measure import bandwidth, gate, suite
+
+    spec = cases.KERNELS[kernel]
+    gate.check_case(kernel, variant, shape, runtime.device())  # never time a wrong kernel
+    args = spec.make_inputs(shape, runtime.device(), exact=not ON_GPU)
+    fn = cases.variant_fn(kernel, variant)
+    benchmark.group = f"{kernel} {shape.label}"
+    benchmark.extra_info.update(kernel=kernel, variant=variant, shape=shape.label)
+    if not benchmark.disabled:
+        cold = suite.device_seconds(kernel, variant, shape, cold=True, samples=10 if ON_GPU else 2)
+        warm = suite.device_seconds(kernel, variant, shape, cold=False, samples=10 if ON_GPU else 2)
+        nbytes = spec.bytes_moved(shape)
+        benchmark.extra_info.update(
+            device_cold_us=cold * 1e6,
+            device_warm_us=warm * 1e6,
+            bytes=nbytes,
+            gbps_cold=nbytes / cold / 1e9,
+            pct_copy_bw=100 * nbytes / cold / bandwidth.copy_bandwidth(ON_GPU),
+        )
+    iterations = 50 if ON_GPU else 1
+    out = benchmark.pedantic(
+        fn, args=args, iterations=iterations, rounds=20 if ON_GPU else 3, warmup_rounds=1
+    )
+    assert cases.outputs_equal(out, spec.reference(*args))
