@@ -173,5 +173,7 @@ def find_shape(kernel: str, label: str):
 def outputs_equal(out: Any, ref: Any) -> bool:
     """Bit-exact comparison (NaN never equals anything, so unwritten poison fails)."""
     if isinstance(out, Sequence) and not isinstance(out, torch.Tensor):
-        return len(out) == len(ref) and all(outputs_equal(o, r) for o, r in zip(out, ref))
+        return len(out) == len(ref) and all(
+            outputs_equal(o, r) for o, r in zip(out, ref, strict=True)
+        )
     return out.shape == ref.shape and out.dtype == ref.dtype and torch.equal(out, ref)

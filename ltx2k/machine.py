@@ -32,7 +32,10 @@ def _driver_version() -> str:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
         return out.splitlines()[0].strip()
     except (OSError, subprocess.SubprocessError, IndexError):
@@ -76,8 +79,13 @@ def identify() -> dict[str, str]:
             cuda=str(torch.version.cuda),
         )
     else:
-        info.update(machine=CPU_MACHINE, gpu="none (Triton interpreter)", gpu_count="0",
-                    driver="none", cuda="none")
+        info.update(
+            machine=CPU_MACHINE,
+            gpu="none (Triton interpreter)",
+            gpu_count="0",
+            driver="none",
+            cuda="none",
+        )
     override = os.environ.get("LTX2K_MACHINE")
     if override:  # e.g. a runner that must keep a legacy name
         info["machine"] = override

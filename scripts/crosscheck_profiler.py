@@ -69,13 +69,25 @@ def main():
         ours = suite.device_seconds(kernel, variant, shape, cold=True, samples=30) * 1e6
         prof, count = profiler_kernel_us(kernel, variant, shape, name)
         gprof, gcount = profiler_graph_us(kernel, variant, shape, name)
-        rows.append(dict(kernel=kernel, variant=variant, shape=label, ltx2k_us=ours,
-                         profiler_eager_us=prof, profiler_eager_kernels=count,
-                         profiler_graph_us=gprof, profiler_graph_kernels=gcount,
-                         ratio_eager=ours / prof, ratio_graph=ours / gprof))
-        print(f"{kernel:11s} {variant:7s} {label:20s} ltx2k {ours:8.2f} us | CUPTI in-graph "
-              f"{gprof:8.2f} us (x{ours / gprof:.3f}, n={gcount}) | CUPTI eager-launched "
-              f"{prof:8.2f} us (x{ours / prof:.3f})")
+        rows.append(
+            dict(
+                kernel=kernel,
+                variant=variant,
+                shape=label,
+                ltx2k_us=ours,
+                profiler_eager_us=prof,
+                profiler_eager_kernels=count,
+                profiler_graph_us=gprof,
+                profiler_graph_kernels=gcount,
+                ratio_eager=ours / prof,
+                ratio_graph=ours / gprof,
+            )
+        )
+        print(
+            f"{kernel:11s} {variant:7s} {label:20s} ltx2k {ours:8.2f} us | CUPTI in-graph "
+            f"{gprof:8.2f} us (x{ours / gprof:.3f}, n={gcount}) | CUPTI eager-launched "
+            f"{prof:8.2f} us (x{ours / prof:.3f})"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

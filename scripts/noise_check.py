@@ -15,8 +15,11 @@ from ltx2k.history.records import load_results
 
 def medians(path):
     recs, _ = load_results(path)
-    return {(r.machine, r.commit, r.benchmark, r.params): r.value for r in recs
-            if r.value is not None and r.benchmark.rsplit(".", 1)[-1].startswith("time_")}
+    return {
+        (r.machine, r.commit, r.benchmark, r.params): r.value
+        for r in recs
+        if r.value is not None and r.benchmark.rsplit(".", 1)[-1].startswith("time_")
+    }
 
 
 def main():
@@ -29,14 +32,24 @@ def main():
     a, b = medians(args.a), medians(args.b)
     rows = []
     for k in sorted(set(a) & set(b), key=str):
-        rows.append(dict(benchmark=k[2], params=dict(k[3]), a_us=a[k] * 1e6, b_us=b[k] * 1e6,
-                         rel=abs(b[k] / a[k] - 1)))
+        rows.append(
+            dict(
+                benchmark=k[2],
+                params=dict(k[3]),
+                a_us=a[k] * 1e6,
+                b_us=b[k] * 1e6,
+                rel=abs(b[k] / a[k] - 1),
+            )
+        )
     big = [r for r in rows if r["a_us"] >= args.min_us]
     worst = max(big, key=lambda r: r["rel"]) if big else None
     print(f"{len(rows)} common time benchmarks, {len(big)} >= {args.min_us} us")
     if worst:
-        print(f"worst >= {args.min_us} us: {worst['rel'] * 100:.2f}% "
-              f"{worst['benchmark']} {worst['params']} ({worst['a_us']:.2f} vs {worst['b_us']:.2f} us)")
+        print(
+            f"worst >= {args.min_us} us: {worst['rel'] * 100:.2f}% "
+            f"{worst['benchmark']} {worst['params']} "
+            f"({worst['a_us']:.2f} vs {worst['b_us']:.2f} us)"
+        )
         print(f"median rel diff: {sorted(r['rel'] for r in big)[len(big) // 2] * 100:.2f}%")
     if args.json:
         with open(args.json, "w") as f:

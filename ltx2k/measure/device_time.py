@@ -52,8 +52,7 @@ def rotation_sets(bytes_per_set: int, cold: bool, l2: int) -> int:
 class GraphedCalls:
     """R calls of ``fn`` over rotating argument sets, captured as one CUDA graph."""
 
-    def __init__(self, fn: Callable, arg_sets: Sequence[tuple], launches: int,
-                 keep_outputs: bool):
+    def __init__(self, fn: Callable, arg_sets: Sequence[tuple], launches: int, keep_outputs: bool):
         if not arg_sets:
             raise ValueError("arg_sets must not be empty")
         self.launches = launches
@@ -117,8 +116,9 @@ class DeviceClock:
         return self._total
 
 
-def build_clock(fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int,
-                cold: bool) -> DeviceClock:
+def build_clock(
+    fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int, cold: bool
+) -> DeviceClock:
     """A DeviceClock over ``fn`` with fresh argument sets ``make_args(i)``."""
     n = rotation_sets(bytes_per_set, cold, l2_bytes())
     arg_sets = [make_args(i) for i in range(n)]

@@ -1,4 +1,4 @@
-"""Prepared measurements for one kernel x variant x shape, shared by asv, pytest-benchmark and the CLI.
+"""Prepared measurements of one kernel x variant x shape, for asv, pytest-benchmark and the CLI.
 
 A benchmark process asks for one metric; :func:`prepare` builds inputs, runs
 the correctness gate (a mismatch raises, so no number is ever posted for a
@@ -55,8 +55,9 @@ def _on_gpu() -> bool:
 
 def _args(kernel: str, shape, seed: int = 0):
     spec = cases.KERNELS[kernel]
-    return spec.make_inputs(shape, runtime.device(), seed=seed,
-                            exact=runtime.interpreter_requested())
+    return spec.make_inputs(
+        shape, runtime.device(), seed=seed, exact=runtime.interpreter_requested()
+    )
 
 
 def _gated_fn(kernel: str, variant: str, shape) -> Callable:
@@ -150,7 +151,17 @@ def quick_table(kernels=None, shapes=None, seconds: float = 0.2) -> str:
                     al = allocations(kernel, variant, shape)
                 except cases.VariantUnavailable:
                     continue
-                rows.append((kernel, variant, shape.label, f"{cold * 1e6:.2f}",
-                             f"{warm * 1e6:.2f}", f"{hst * 1e6:.2f}", f"{pct:.1f}", str(al)))
+                rows.append(
+                    (
+                        kernel,
+                        variant,
+                        shape.label,
+                        f"{cold * 1e6:.2f}",
+                        f"{warm * 1e6:.2f}",
+                        f"{hst * 1e6:.2f}",
+                        f"{pct:.1f}",
+                        str(al),
+                    )
+                )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
