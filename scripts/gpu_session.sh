@@ -22,8 +22,10 @@ for step in $steps; do
            rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
-    asvfull) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-300} ltx2k run HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed" ;;
-    asv3) ( cd /tmp/repo && time timeout 200 ltx2k run -- --skip-existing-commits -b "time_device_cold" HEAD~3..HEAD ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total" ;;
+    asvfull) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-300} ltx2k run HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
+             tar czf "$OUT/results.tgz" -C /tmp/repo results ;;  # packed per step: a later timeout loses nothing
+    asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" HEAD~3..HEAD ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
+          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout 120 ltx2k run -- -b "time_device_cold" HEAD^! >/dev/null 2>&1;
              python3 "$OLDPWD/scripts/noise_check.py" /tmp/results_run1 results --json "$OUT/noise.json" ) 2>&1 | tail -8 ;;
     inject) ( cd /tmp/repo && timeout 120 ltx2k run -- -b "SplitRope.time_device_cold" inject-slowdown^! >/dev/null 2>&1;
