@@ -80,6 +80,48 @@ def cmd_run(args: argparse.Namespace) -> int:
 # HELPER-SECTION: add history/regress/report handlers below this line.
 
 
+def cmd_shard_run(args: argparse.Namespace) -> int:
+    from ltx2k import shard
+
+    if args.policy:
+        policy = shard.Policy.load(args.policy)
+    elif args.no_exclusive:
+        policy = shard.Policy(())
+    elif args.exclusive:
+        policy = shard.Policy(tuple(args.exclusive))
+    else:
+        policy = shard.Policy()
+    return shard.run(
+        args.asv_args,
+        gpus=args.gpus,
+        results=args.results,
+        config=args.config,
+        policy=policy,
+        dry_run=args.dry_run,
+    )
+
+
+def cmd_interference(args: argparse.Namespace) -> int:
+    from ltx2k.analysis import interference
+
+    conditions = {}
+    for spec in args.condition:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path or name in conditions:
+            raise ValueError(f"--condition {spec!r}: expected a new NAME=RESULTS_DIR")
+        conditions[name] = interference.load_condition(path, args.machine, args.commit)
+    report = interference.analyse(
+        conditions,
+        reference=args.reference,
+        families=args.family or interference.FAMILIES,
+        alpha=args.alpha,
+    )
+    paths = interference.write_outputs(report, args.out, decide=args.decide)
+    print(paths["markdown"].read_text())
+    print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """regress reserves exit 2 for "regression found"; argparse would use 2 for usage errors."""
 
@@ -215,6 +257,52 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_run)
 
     # HELPER-PARSERS: add history/regress/report subparsers below this line.
+
+    s = sub.add_parser(
+        "shard-run",
+        help="asv run over a commit range, one process per GPU of this host, merged results",
+        description="Split the range round-robin over the visible GPUs (nvidia-smi; "
+        "CUDA_VISIBLE_DEVICES narrows them), run one pinned asv process per GPU into its own "
+        "results dir, and merge into --results. Benchmarks matching an exclusive regex run "
+        "afterwards one GPU at a time (default: host latency; docs/runners.md). Everything "
+        "after `--` goes to asv run, e.g. `ltx2k shard-run -- main~20..main -b SplitRope`.",
+    )
+    s.add_argument("--gpus", default="auto", help="number of GPUs to use, or auto (all visible)")
+    s.add_argument("--results", default=None, help="results dir (default: the config's)")
+    s.add_argument("--config", default="asv.conf.json")
+    pol = s.add_mutually_exclusive_group()
+    pol.add_argument("--policy", help='JSON {"exclusive": [regex, ...]} (ltx2k interference)')
+    pol.add_argument(
+        "--exclusive",
+        action="append",
+        metavar="REGEX",
+        help="exclusive benchmark regex (repeatable)",
+    )
+    pol.add_argument("--no-exclusive", action="store_true", help="run every benchmark concurrently")
+    s.add_argument("--dry-run", action="store_true", help="print the split only")
+    s.add_argument("asv_args", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_shard_run)
+
+    s = sub.add_parser(
+        "interference",
+        help="median shift per metric of one commit run under several conditions vs alone",
+        description="Each --condition NAME=DIR is an asv results dir holding one commit of one "
+        "machine (scripts/interference.sh writes alone, concurrent-suite, concurrent-load). "
+        "Writes interference.md/.json/.png and policy.json (for shard-run --policy) to --out.",
+    )
+    s.add_argument("--condition", action="append", required=True, metavar="NAME=DIR")
+    s.add_argument("--reference", default="alone", help="condition to compare with (alone)")
+    s.add_argument(
+        "--decide",
+        default="concurrent-suite",
+        help="condition the policy follows (concurrent-suite)",
+    )
+    s.add_argument("--machine", default=None, help="machine, if a dir holds several")
+    s.add_argument("--commit", default=None, help="commit (prefix), if a dir holds several")
+    s.add_argument("--family", action="append", help="metric family (default: cold device, host)")
+    s.add_argument("--alpha", type=float, default=0.002, help="significance level (0.002)")
+    s.add_argument("--out", required=True, help="output directory")
+    s.set_defaults(func=cmd_interference)
 
     s = sub.add_parser(
         "regress",
