@@ -442,6 +442,8 @@ if tool == "ltx2k":
         Path(opt("--json")).write_text("{{}}")
         rc = int(env.get("FAKE_REGRESS_RC", "0"))
     elif args[0] == "publish":
+        if opt("--config"):
+            record["config"] = json.loads(Path(opt("--config")).read_text())
         Path(opt("--html")).mkdir(parents=True, exist_ok=True)
         (Path(opt("--html")) / "index.html").write_text("<html></html>")
 elif tool == "asv":
@@ -608,12 +610,21 @@ def test_runner_bench_passes_range_and_run_args(sandbox):
 
 
 def test_cpu_dashboard_runs_quick_and_publishes(sandbox):
+    shutil.copy(REPO / "asv.conf.json", sandbox.root / "asv.conf.json")
     r = sandbox.run("cpu_dashboard.sh")
     assert r.returncode == 0, r.stderr
     calls = sandbox.calls("ltx2k")
     assert [c["args"][0] for c in calls] == ["machine", "run", "publish"]
     assert calls[1]["args"] == ["run", "--", "--quick", "HEAD^!"]
     assert (sandbox.root / "html" / "index.html").is_file()
+    # Published along HEAD, not main: a PR's merge commit is on no local main,
+    # and asv publish leaves commits outside its branches off every graph.
+    # Everything else is asv.conf.json's, and the copy is gone afterwards.
+    from asv import util
+
+    conf = util.load_json(str(REPO / "asv.conf.json"), js_comments=True)
+    assert calls[2]["config"] == {**conf, "branches": ["HEAD"]}
+    assert not list(sandbox.root.glob(".asv-dashboard*"))
     r = sandbox.run("cpu_dashboard.sh", LTX2K_RUN_ARGS="")  # set but empty: a full run
     assert r.returncode == 0, r.stderr
     assert sandbox.calls("ltx2k")[-2]["args"] == ["run", "--", "HEAD^!"]

@@ -24,6 +24,25 @@ ci_bootstrap
 machine=$(ltx2k machine --write --name-only)
 ci_log "machine '$machine', range '$range'"
 ltx2k run -- "${run_args[@]}" "$range"
-ltx2k publish --results "$results" --html "$html"
+
+# asv publish draws only commits on asv.conf.json's branches (main). This job
+# also runs on PRs (a detached merge commit) and on pushes to other branches,
+# whose commits are on no local main: asv would leave them off every graph
+# ("Couldn't find ... in branches") and the artifact would show no history.
+# So the dashboard follows this checkout's own history, HEAD, through a copy
+# of the config. The copy sits next to the original because asv resolves the
+# config's paths and its ".ltx2k.asv_env" plugin from the config's folder.
+conf=$(mktemp ./.asv-dashboard.XXXXXX)
+trap 'rm -f "$conf"' EXIT
+python3 - "$conf" <<'PY'
+import json, sys
+from asv import util
+
+conf = util.load_json("asv.conf.json", js_comments=True)
+conf["branches"] = ["HEAD"]
+with open(sys.argv[1], "w") as f:
+    json.dump(conf, f, indent=2)
+PY
+ltx2k publish --config "$conf" --results "$results" --html "$html"
 [[ -f "$html/index.html" ]] || ci_die "ltx2k publish wrote no $html/index.html"
 ci_log "dashboard in $html/"
