@@ -5,8 +5,8 @@ Two kinds of test:
   permissions, SHA pins, no pull_request_target, persist-credentials off, no
   expressions in shell text, GPU jobs behind the `benchmark` label, concurrency);
 - the scripts' own logic, run in a scratch git repository with fake `ltx2k`,
-  `asv` and `gh` executables that record how they were called. The real CLI is
-  exercised end to end by the lead's CI, not here.
+  `asv` and `gh` executables that record how they were called. The real CLI,
+  asv and git run the same scripts end to end in tests/test_ci_e2e.py.
 """
 
 from __future__ import annotations
