@@ -42,7 +42,7 @@ def _assert_bitexact(out, ref):
 
 @pytest.mark.parametrize("transposed", [True, False], ids=["cs_transposed", "cs_contig"])
 @pytest.mark.parametrize("shape", ROPE, ids=lambda s: s.label)
-@pytest.mark.parametrize("variant", ["per_head", "blocked"])
+@pytest.mark.parametrize("variant", ["per_head", "blocked", "blocked_lean", "blocked_wide"])
 def test_rope_bitexact(variant, shape, transposed, poison):
     from ltx2k import apply_ltx2_split_rotary_emb
 
@@ -105,7 +105,9 @@ def test_compile_fullgraph_ada(shape):
     assert [o.storage_offset() for o in outs] == [i * n for i in range(9)]
 
 
-@pytest.mark.parametrize("variant,expected", [("separate", 9), ("slab", 1)])
+@pytest.mark.parametrize(
+    "variant,expected", [("separate", 9), ("slab", 1), ("slab_grid", 1), ("slab_lean", 1)]
+)
 def test_allocations(variant, expected):
     from ltx2k.measure.allocations import allocations_per_call
 

@@ -4,13 +4,24 @@
 add, one rounding), for ``i`` in 0..8 -- bit-identical to
 :func:`ltx2k.reference.ada_values9_reference`.
 
-One kernel, two allocation variants (the kernel is the same for both):
+Two kernels. The row kernel (one program per token row, all 9 values, one
+output pointer per value) serves the two allocation variants:
 
 - ``"separate"`` (the seed): 9 separate ``torch.empty`` outputs;
 - ``"slab"`` (optimized): one ``(9, B, S, D)`` allocation returned as 9
   disjoint contiguous views (``unbind(0)``): one allocator call instead of 9.
 
-Supported: ``1 <= D <= 16384`` (one program holds a whole row of D).
+The grid kernel spreads the work over rows x 9 values x column blocks and
+takes the slab as one pointer plus the stride between value planes:
+
+- ``"slab_grid"``: the same slab and views as ``"slab"``; grid
+  ``(B*S * 9 * cdiv(D, BLOCK_D),)`` with ``BLOCK_D = min(1024, next_pow2(D))``,
+  so the decode shape (B*S = 1) runs on 36 SMs instead of one, and each
+  program does a single load -> store round trip;
+- ``"slab_lean"``: ``"slab_grid"`` launched through :mod:`ltx2k.kernels._launch`
+  (host latency only; the device work is identical).
+
+Supported: ``1 <= D <= 16384`` (one program of the row kernel holds a whole row of D).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k.kernels import _checks
+from ltx2k.kernels import _checks, _launch
 
 MAX_D = 16384
 N_VALUES = 9
@@ -71,6 +82,39 @@ def _ada_values9_kernel(
     _add_one(table_ptr + 8 * stride_table, ts + 8 * D, o8 + out, cols, mask)
 
 
+@triton.jit
+def _ada_values9_grid_kernel(
+    # pointers: the table, the timestep, and the (9, B*S, D) output slab as one base
+    table_ptr,
+    ts_ptr,
+    out_ptr,
+    # sizes and strides
+    D,
+    stride_table,
+    stride_value,  # elements between two values' planes of the slab (B*S*D)
+    # meta-parameters: a power-of-two block, so each thread's 8 bf16 are one 16-byte access
+    BLOCK_D: tl.constexpr,
+):
+    # Programs enumerate (row, value, column block) with the column block
+    # fastest: timestep's own memory order, so consecutive programs read
+    # consecutive bytes as a copy kernel does; the slab is written as 9 streams.
+    pid = tl.program_id(0)
+    n_col_blocks = tl.cdiv(D, BLOCK_D)
+    col_block = pid % n_col_blocks
+    row_value = pid // n_col_blocks  # row * 9 + value
+    value = row_value % 9
+    row = (row_value // 9).to(tl.int64)  # int64: 9*B*S*D can pass 2**31
+    cols = col_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    mask = cols < D
+    _add_one(
+        table_ptr + value * stride_table,
+        ts_ptr + row_value.to(tl.int64) * D,
+        out_ptr + value.to(tl.int64) * stride_value + row * D,
+        cols,
+        mask,
+    )
+
+
 def _alloc_separate(B: int, S: int, D: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     return tuple(
         torch.empty((B, S, D), dtype=torch.bfloat16, device=device) for _ in range(N_VALUES)
@@ -81,7 +125,68 @@ def _alloc_slab(B: int, S: int, D: int, device: torch.device) -> tuple[torch.Ten
     return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=device).unbind(0)
 
 
-VARIANTS = {"separate": _alloc_separate, "slab": _alloc_slab}
+def _alloc_slab_tensor(B: int, S: int, D: int, device: torch.device) -> torch.Tensor:
+    return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=device)
+
+
+# Variant -> allocator. The row kernel's variants allocate the 9 outputs it
+# writes through 9 pointers; the grid kernel's allocate the slab it writes
+# through one pointer (GRID_VARIANTS).
+VARIANTS = {
+    "separate": _alloc_separate,
+    "slab": _alloc_slab,
+    "slab_grid": _alloc_slab_tensor,
+    "slab_lean": _alloc_slab_tensor,
+}
+GRID_VARIANTS = frozenset({"slab_grid", "slab_lean"})
+# Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
+LEAN_VARIANTS = frozenset({"slab_lean"})
+# The grid is 1-D; CUDA allows up to 2**31 - 1 programs on its x axis.
+MAX_PROGRAMS = 2**31 - 1
+
+
+def _grid_config(D: int) -> tuple[int, int]:
+    """(BLOCK_D, num_warps) of the grid kernel.
+
+    1024 columns is one 2 KiB bf16 slice of a value per program: at the decode
+    shape D=4096 that is 9 x 4 = 36 programs (36 SMs) each doing one round trip,
+    and at B2_S6144 it is 442k small independent programs, the shape of a
+    plain elementwise copy kernel. BLOCK_D/256 warps give each thread 8
+    contiguous bf16: one 16-byte access per operand (ld.global.v4 in the PTX).
+    One rule for all row counts: no threshold to justify or tune per GPU.
+    """
+    block_d = min(1024, triton.next_power_of_2(D))
+    return block_d, max(1, block_d // 256)
+
+
+def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
+    slab = VARIANTS[variant](B, S, D, timestep.device)
+    outs = slab.unbind(0)
+    if B * S == 0:
+        return outs
+    block_d, num_warps = _grid_config(D)
+    programs = B * S * N_VALUES * triton.cdiv(D, block_d)
+    if programs > MAX_PROGRAMS:
+        raise ValueError(
+            f"variant {variant!r} would launch {programs} programs for timestep "
+            f"{tuple(timestep.shape)}, over CUDA's {MAX_PROGRAMS}; use variant='slab'"
+        )
+    grid = (programs,)
+    scalars = (D, table.stride(0), slab.stride(0))
+    if variant in LEAN_VARIANTS:
+        _launch.launch(
+            _ada_values9_grid_kernel,
+            grid,
+            (table, timestep, slab),
+            scalars,
+            (("BLOCK_D", block_d),),
+            num_warps,
+        )
+    else:
+        _ada_values9_grid_kernel[grid](
+            table, timestep, slab, *scalars, BLOCK_D=block_d, num_warps=num_warps
+        )
+    return outs
 
 
 def _validate(table: object, timestep: object, variant: str) -> tuple[int, int, int]:
@@ -117,12 +222,15 @@ def ltx2_ada_values9(
     Args:
         scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
         timestep: ``[B, S, 9*D]`` bf16, contiguous.
-        variant: ``"slab"`` (default; one allocation) or ``"separate"`` (the seed).
+        variant: ``"slab"`` (default; one allocation), ``"separate"`` (the seed), or
+            a candidate under measurement (``"slab_grid"``, ``"slab_lean"``).
 
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
     B, S, D = _validate(scale_shift_table, timestep, variant)
+    if variant in GRID_VARIANTS:
+        return _values9_grid(scale_shift_table, timestep, B, S, D, variant)
     outs = VARIANTS[variant](B, S, D, timestep.device)
     if B * S == 0:
         return outs

@@ -17,6 +17,11 @@ Variants are launch parameters of the same kernel, not copies of it:
 - ``"blocked"`` (optimized): ``BLOCK_HEADS = min(16, next_pow2(H))`` heads per
   program, grid ``(B*S, cdiv(H, BLOCK_HEADS))``, 2-D masks over
   (heads, half-dim), ``num_warps = min(8, max(1, BLOCK_HEADS))``.
+- ``"blocked_lean"``: ``"blocked"``'s kernel and config, launched through
+  :mod:`ltx2k.kernels._launch` (host latency only; the device work is identical).
+- ``"blocked_wide"``: ``BLOCK_HEADS = min(32, next_pow2(H))``,
+  ``num_warps = max(1, BLOCK_HEADS // 4)``: twice the bytes per program at
+  H=32 and 16-byte accesses at D=128 (see ``_wide``; docs/kernels/split_rope.md).
 
 Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
 """
@@ -30,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k.kernels import _checks
+from ltx2k.kernels import _checks, _launch
 
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 512
@@ -115,10 +120,28 @@ def _blocked(num_heads: int) -> LaunchConfig:
     )
 
 
+def _wide(num_heads: int) -> LaunchConfig:
+    # More bytes in flight per program for cold L2: 32 heads x D/2=64 bf16 =
+    # 4 KiB per operand (16 KiB of loads) per program, one whole token at the
+    # production H=32. B1_S1024_H32 then runs 1024 programs, one wave at 8 per
+    # SM on 132 SMs (32 registers x 256 threads, ptxas for sm_90), where
+    # "blocked" runs 2048 (two waves). BLOCK_HEADS/4 warps give each thread 8
+    # contiguous bf16 of a D=128 head: 16-byte ld/st.global.v4 where "blocked"
+    # emits v2 (8 bytes) -- half the memory instructions for the same bytes.
+    bh = min(32, triton.next_power_of_2(num_heads))
+    return LaunchConfig(
+        block_heads=bh, head_blocks=triton.cdiv(num_heads, bh), num_warps=max(1, bh // 4)
+    )
+
+
 VARIANTS: dict[str, Callable[[int], LaunchConfig]] = {
     "per_head": _per_head,
     "blocked": _blocked,
+    "blocked_lean": _blocked,
+    "blocked_wide": _wide,
 }
+# Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
+LEAN_VARIANTS = frozenset({"blocked_lean"})
 
 
 def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, int, int, int]:
@@ -177,7 +200,8 @@ def apply_ltx2_split_rotary_emb(
         x: ``[B, S, H*D]`` bf16, contiguous.
         cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
             (e.g. a transposed ``[B, S, H, D/2]`` view).
-        variant: ``"blocked"`` (default) or ``"per_head"`` (the seed kernel).
+        variant: ``"blocked"`` (default), ``"per_head"`` (the seed kernel), or a
+            candidate under measurement (``"blocked_lean"``, ``"blocked_wide"``).
 
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
@@ -190,6 +214,17 @@ def apply_ltx2_split_rotary_emb(
         return out
     cfg = VARIANTS[variant](H)
     half = D // 2
+    if variant in LEAN_VARIANTS:
+        _launch.launch(
+            _split_rope_kernel,
+            (B * S, cfg.head_blocks),
+            (x, cos, sin, out),
+            # H * D: the token stride of a contiguous [B, S, H*D] (see below)
+            (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3]),
+            (("BLOCK_HEADS", cfg.block_heads), ("BLOCK_HALF", triton.next_power_of_2(half))),
+            cfg.num_warps,
+        )
+        return out
     _split_rope_kernel[(B * S, cfg.head_blocks)](
         x,
         cos,
