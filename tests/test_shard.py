@@ -349,34 +349,73 @@ def test_policy_load_and_validation(tmp_path):
         shard.Policy.load(p)
 
 
+def git_repo(root: Path, n: int):
+    """A git repo of *n* commits (oldest first) and an asv.conf.json beside it."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+
+    def git(*args):
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    out = []
+    for i in range(n):
+        (repo / "f.txt").write_text(f"{i}\n")
+        git("add", "f.txt")
+        git("commit", "-q", "-m", f"commit {i}")
+        out.append(git("rev-parse", "HEAD"))
+    conf = root / "asv.conf.json"
+    conf.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "t",
+                "repo": "repo",
+                "branches": ["main"],
+                "environment_type": "existing",
+                "benchmark_dir": "benchmarks",
+                "results_dir": "results",
+            }
+        )
+    )
+    return out, conf
+
+
 def test_resolve_commits_matches_git_and_skips_existing(tmp_path, monkeypatch):
     from asv.config import Config
 
-    from ltx2k.history.synthetic import generate_history
-
-    h = generate_history(tmp_path / "h", n_commits=5, machines=("h200",), drop=["h200:commit=3"])
-    monkeypatch.chdir(h.root)  # asv resolves the config's "repo" against the cwd
-    conf = Config.load(str(h.conf))
-    newest_first = list(reversed(h.commits))
-    got = shard.resolve_commits(conf, shard.parse_asv_args(["ALL"]), h.results_dir, "h200")
+    cs, conf_path = git_repo(tmp_path, 5)
+    results = tmp_path / "results"
+    have = [c for i, c in enumerate(cs) if i != 3]
+    FakeAsv()(have, {"LTX2K_GPU_INDEX": "0"}, results, [])  # results for all but commit 3
+    monkeypatch.chdir(tmp_path)  # asv resolves the config's "repo" against the cwd
+    conf = Config.load(str(conf_path))
+    newest_first = list(reversed(cs))
+    got = shard.resolve_commits(conf, shard.parse_asv_args(["ALL"]), results, MACHINE)
     assert got == newest_first
-    rng = f"{h.commits[0]}..{h.commits[4]}"
+    rng = f"{cs[0]}..{cs[4]}"
     assert (
-        shard.resolve_commits(conf, shard.parse_asv_args([rng]), h.results_dir, "h200")
+        shard.resolve_commits(conf, shard.parse_asv_args([rng]), results, MACHINE)
         == (newest_first[:4])
     )
     skip = shard.parse_asv_args(["--skip-existing-commits", "ALL"])
-    assert shard.resolve_commits(conf, skip, h.results_dir, "h200") == [h.commits[3]]
+    assert shard.resolve_commits(conf, skip, results, MACHINE) == [cs[3]]
     hashfile = tmp_path / "hashes.txt"
-    hashfile.write_text(f"{h.commits[1][:10]}\n\n{h.commits[2]}\n")
+    hashfile.write_text(f"{cs[1][:10]}\n\n{cs[2]}\n")
     got = shard.resolve_commits(
-        conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), h.results_dir, "h200"
+        conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
     )
-    assert got == [h.commits[1], h.commits[2]]
+    assert got == [cs[1], cs[2]]
     with pytest.raises(ValueError, match="unknown commit"):
         hashfile.write_text("deadbeefdeadbeef\n")
         shard.resolve_commits(
-            conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), h.results_dir, "h200"
+            conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
         )
 
 
@@ -636,21 +675,19 @@ def test_launcher_command_isolates_each_shard(tmp_path):
 
 
 def test_dry_run_prints_the_split(tmp_path, monkeypatch, capsys):
-    from ltx2k.history.synthetic import generate_history
-
-    h = generate_history(tmp_path / "h", n_commits=4, machines=("h200",))
-    monkeypatch.chdir(h.root)
+    cs, conf = git_repo(tmp_path, 4)
+    monkeypatch.chdir(tmp_path)
     rc = shard.run(
         ["HEAD~3..HEAD"],
         gpu_list=gpus(2),
         machine="h200",
-        config=str(h.conf),
+        config=str(conf),
         results=str(tmp_path / "empty"),
         dry_run=True,
     )
     assert rc == 0
     out = capsys.readouterr().out.splitlines()
-    newest_first = list(reversed(h.commits))[:3]
+    newest_first = list(reversed(cs))[:3]
     assert out[0].split()[2:] == [newest_first[0][:8], newest_first[2][:8]]
     assert out[1].split()[2:] == [newest_first[1][:8]]
     assert re.search(r"time_host_latency", out[2])
