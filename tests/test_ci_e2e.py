@@ -8,7 +8,7 @@ them, whose GPU is the Triton interpreter (machine ``cpu-interpreter``):
    empty store;
 2. a new commit lands on main; a fresh checkout's runner_bench.sh pulls the
    store, benchmarks only that commit and pushes it without touching the
-   first run's files;
+   first run's files; a third run, with nothing new, pushes nothing;
 3. publish_site.sh builds asv's site and our summary page from the store;
 4. regress_report.sh renders the per-GPU report of the newest commit;
 5. pr_gate.sh runs asv continuous merge base vs head in a detached checkout
@@ -121,6 +121,9 @@ class Stack:
         # A store that refuses anything but fast-forwards: a force-push fails loudly.
         git(self.store, "config", "receive.denyNonFastForwards", "true")
         git(self.store, "config", "receive.denyDeletes", "true")
+        # One copy of the working tree for every checkout and the CLI: files
+        # edited while the module runs must not make two runners differ.
+        self.tree, self.deleted = _snapshot_working_tree(root / "tree")
 
         bin_dir = root / "bin"
         bin_dir.mkdir()
@@ -129,7 +132,7 @@ class Stack:
         (bin_dir / "ltx2k").write_text(
             f"#!{sys.executable}\n"
             "import sys\n"
-            f"sys.path.insert(0, {str(REPO)!r})\n"
+            f"sys.path.insert(0, {str(self.tree)!r})\n"
             "from ltx2k.cli import main\n"
             "sys.exit(main())\n"
         )
@@ -177,7 +180,9 @@ class Stack:
         if detach_at is not None:
             git(dest, "checkout", "-q", "--detach", detach_at)
             git(dest, "branch", "-q", "-D", "main")
-        _overlay_working_tree(dest)
+        shutil.copytree(self.tree, dest, symlinks=True, dirs_exist_ok=True)
+        for rel in self.deleted:
+            (dest / rel).unlink(missing_ok=True)
         return dest
 
     def run(self, checkout: Path, script: str, *args: str, **env: str):
@@ -207,16 +212,21 @@ def _mpl_config_dir() -> str:
     return matplotlib.get_configdir()
 
 
-def _overlay_working_tree(dest: Path) -> None:
-    """Make dest's files this working tree's: edited, untracked-but-not-ignored, deleted."""
+def _snapshot_working_tree(dest: Path) -> tuple[Path, list[str]]:
+    """Copy this working tree's files (tracked and untracked, not ignored) to dest.
+
+    Returns dest and the tracked files the working tree has deleted.
+    """
     listed = git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    deleted = []
     for rel in filter(None, listed.split("\0")):
-        src, dst = REPO / rel, dest / rel
+        src = REPO / rel
         if src.is_file() and not src.is_symlink():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-        elif not src.exists() and dst.is_file():
-            dst.unlink()
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+        elif not src.exists():
+            deleted.append(rel)
+    return dest, deleted
 
 
 def _ok(proc, what: str) -> str:
@@ -341,6 +351,20 @@ def test_a_later_runner_benchmarks_only_the_new_commit_and_keeps_the_old_files(s
     assert changed == [_result_file(stack.store_files(), head)], changed
     results = [f for f in stack.store_files() if f.startswith(f"results/{MACHINE}/")]
     assert len(results) == 4  # machine.json and three commits
+
+
+def test_a_nightly_run_with_nothing_new_succeeds_and_pushes_nothing(stack, second_run):
+    tip = git(stack.store, "rev-parse", STORE_BRANCH)
+    checkout = stack.checkout("nightly")
+    proc = stack.run(
+        checkout,
+        "runner_bench.sh",
+        LTX2K_RANGE="HEAD~3..HEAD",
+        LTX2K_RUN_ARGS=f"--bench {RUN_BENCH}",
+    )
+    out = _ok(proc, "runner_bench.sh (nothing new)")
+    assert "nothing to push" in out
+    assert git(stack.store, "rev-parse", STORE_BRANCH) == tip
 
 
 # --- publish_site.sh -----------------------------------------------------------------------
