@@ -499,7 +499,9 @@ def _missing_message(kind, name, res, meta, labels: list[str], total: int) -> st
     shown = "; ".join(labels[:4]) + (f"; and {len(labels) - 4} more" if len(labels) > 4 else "")
     head = f"Benchmark {name} at commit {commit}: {len(labels)} of {total} parameter combination(s)"
     if kind == "skipped":
-        return f"{head} were skipped (setup raised NotImplementedError): {shown}."
+        # asv stores NaN both for a setup that raised NotImplementedError and
+        # for a combination that `--bench` left out: the file cannot tell which.
+        return f"{head} were skipped or not selected: {shown}."
     if kind == "timeout":
         duration = float((res.duration or {}).get(name) or 0.0)
         timeout = float(meta.get("timeout") or DEFAULT_TIMEOUT_S)
