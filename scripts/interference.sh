@@ -141,7 +141,10 @@ start_neighbour() { # KIND LOG
     if [[ "$kind" == suite ]]; then
         # Again and again until stopped, so it outlasts GPU A's run; each pass re-measures
         # the same commit into the same (unanalysed) results dir.
-        CUDA_VISIBLE_DEVICES=$gpu_b setsid bash -c 'while :; do "$@" || sleep 5; done' _ \
+        # Its work dirs go under OUT: stopping it mid-run leaves them behind.
+        mkdir -p "$out/neighbour-tmp"
+        CUDA_VISIBLE_DEVICES=$gpu_b TMPDIR="$out/neighbour-tmp" \
+            setsid bash -c 'while :; do "$@" || sleep 5; done' _ \
             "${measure_cmd[@]}" "$out/neighbour" "${neighbour_tail[@]}" >"$nlog" 2>&1 &
     else
         CUDA_VISIBLE_DEVICES=$gpu_b setsid bash "$0" load >"$nlog" 2>&1 &

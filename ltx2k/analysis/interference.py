@@ -307,10 +307,11 @@ def suggest_policy(
 ) -> dict:
     """The shard-run policy these numbers support: ``{"exclusive": [...], ...}``.
 
-    Starts from shard-run's default. A measured family whose *decide*
-    condition stayed within noise loses its exclusive regexes (it may run
-    concurrently); one that exceeded noise, or was inconclusive, keeps or gains
-    ``\\.<family>$``. Families not measured keep the default.
+    Starts from shard-run's default. A family whose *decide* condition
+    stayed within noise loses its exclusive regexes (it may run concurrently);
+    one that exceeded noise keeps or gains ``\\.<family>$``; an inconclusive
+    family (too few cells with samples) is no measurement and keeps the
+    default, as do families not measured.
     """
     if default is None:
         from ltx2k.shard import DEFAULT_EXCLUSIVE as default
@@ -325,7 +326,9 @@ def suggest_policy(
             continue
         if f.verdict == FAMILY_WITHIN:
             exclusive = [rx for rx in exclusive if not any(re.search(rx, n) for n in names)]
-        elif not any(all(re.search(rx, n) for n in names) for rx in exclusive):
+        elif f.verdict == FAMILY_EXCEEDS and not any(
+            all(re.search(rx, n) for n in names) for rx in exclusive
+        ):
             exclusive.append(rf"\.{re.escape(f.family)}$")
     return {
         "exclusive": exclusive,
