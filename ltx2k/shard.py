@@ -715,6 +715,9 @@ def shard_run(
         raise ValueError("commits is empty: the range selects nothing to benchmark")
     if not gpus:
         raise ValueError("gpus is empty")
+    uuids = [g.uuid for g in gpus]
+    if len(set(uuids)) != len(uuids):
+        raise ValueError(f"gpus names one GPU twice: {uuids}")
     if not isinstance(machine, str) or not machine or "/" in machine:
         raise ValueError(f"machine must be a machine directory name, got {machine!r}")
     dest = Path(os.fspath(results_dir))
@@ -744,40 +747,40 @@ def shard_run(
         concurrent, exclusive = partition(suite, bench, policy)
         if not concurrent and not exclusive:
             raise ValueError(f"-b {list(bench)} selects no benchmark of the suite")
-        say(
-            f"{len(concurrent)} benchmark(s) on all GPUs at once, {len(exclusive)} one GPU at a "
-            f"time (exclusive: {', '.join(policy.exclusive) or 'none'})"
-        )
-        modes = {n: (MODE_CONCURRENT, len(active)) for n in concurrent}
-        modes.update({n: (MODE_EXCLUSIVE, 1) for n in exclusive})
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)  # nothing measured yet
+        raise
+    say(
+        f"{len(concurrent)} benchmark(s) on all GPUs at once, {len(exclusive)} one GPU at a "
+        f"time (exclusive: {', '.join(policy.exclusive) or 'none'})"
+    )
+    modes = {n: (MODE_CONCURRENT, len(active)) for n in concurrent}
+    modes.update({n: (MODE_EXCLUSIVE, 1) for n in exclusive})
 
-        def one(s: Shard, phase: str, names) -> None:
-            say(f"[{phase}] {s.gpu.label} starts on {len(s.commits)} commit(s)")
-            try:
-                rc = run_one(s.commits, envs[s.gpu], s.results, phase_regexes(names, bench))
-            except Exception as e:  # one broken shard must not lose the others' results
-                outcomes[s.gpu].errors.append(f"{phase}: {type(e).__name__}: {e}")
-                say(f"[{phase}] {s.gpu.label} failed: {e}")
-                return
-            outcomes[s.gpu].returncodes[phase] = rc
-            say(f"[{phase}] {s.gpu.label} done (asv exit {rc})")
+    def one(s: Shard, phase: str, names) -> None:
+        say(f"[{phase}] {s.gpu.label} starts on {len(s.commits)} commit(s)")
+        try:
+            rc = run_one(s.commits, envs[s.gpu], s.results, phase_regexes(names, bench))
+        except Exception as e:  # one broken shard must not lose the others' results
+            outcomes[s.gpu].errors.append(f"{phase}: {type(e).__name__}: {e}")
+            say(f"[{phase}] {s.gpu.label} failed: {e}")
+            return
+        outcomes[s.gpu].returncodes[phase] = rc
+        say(f"[{phase}] {s.gpu.label} done (asv exit {rc})")
 
+    try:
         if concurrent:
             with ThreadPoolExecutor(max_workers=len(active)) as pool:
                 list(pool.map(lambda s: one(s, MODE_CONCURRENT, concurrent), active))
         if exclusive:
             for s in active:  # one GPU at a time; the others idle
                 one(s, MODE_EXCLUSIVE, exclusive)
-
         for s in active:
             tag_results(s.results, machine, s.gpu, modes, seeds)
         merge = merge_results(dest, [s.results for s in active], seeds)
-    except ValueError:
-        shutil.rmtree(work, ignore_errors=True)  # a bad filter: nothing measured to keep
-        raise
     except BaseException:
-        # Interrupted or broken mid-run: what the shards measured is still on disk.
-        say(f"stopped before merging; shard work directories kept in {work}")
+        # Interrupted or broken after measuring: what the shards wrote is still on disk.
+        say(f"stopped before the merge finished; shard results kept in {work}")
         raise
     for c in merge.conflicts:
         say(f"CONFLICT {c.path}: {c.reason}; the shard's copy is kept at {c.kept}")

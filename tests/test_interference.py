@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -504,6 +505,12 @@ def test_script_refuses_unfit_hosts(tmp_path, names, busy, env, message):
     out = script(["HEAD", str(tmp_path / "o")], tmp_path, LTX2K_DRY_RUN="1", **env)
     assert out.returncode == 1 and message in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_script_passes_shellcheck():
+    out = subprocess.run(["shellcheck", "-x", str(SCRIPT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
 
 
 def test_script_load_loop_runs_on_cpu(tmp_path):

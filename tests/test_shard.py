@@ -621,6 +621,20 @@ def test_a_broken_shard_does_not_lose_the_others(tmp_path):
     shutil.rmtree(res.work_dir)
 
 
+def test_a_failure_after_measuring_keeps_the_shard_results(tmp_path):
+    def torn(commits_, env, results_dir, bench):
+        (results_dir / MACHINE).mkdir(parents=True, exist_ok=True)
+        (results_dir / MACHINE / "zzzzzzzz-torn.json").write_text('{"results": {')
+
+    with pytest.raises(json.JSONDecodeError):
+        run(tmp_path, FakeAsv(hook=torn), n_gpus=2, n_commits=2)
+    (work,) = tmp_path.glob("ltx2k-shard-*")  # kept: nothing measured is thrown away
+    assert len(list(work.glob("shard*/results/h200/*-*.json"))) >= 2
+    assert not (tmp_path / "results").exists()  # and nothing half-merged
+    with pytest.raises(ValueError, match="one GPU twice"):
+        shard.shard_run(commits(2), gpus(1) * 2, tmp_path / "r", FakeAsv(), machine=MACHINE)
+
+
 def test_discovery_failure_is_an_error(tmp_path):
     def no_discovery(commits_, env, results_dir, bench):
         return 1
