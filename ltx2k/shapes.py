@@ -72,6 +72,9 @@ ADA_SHAPES_CPU: tuple[AdaShape, ...] = (
 # "compiled" is torch.compile of it. New variants are appended.
 ROPE_VARIANTS: tuple[str, ...] = ("per_head", "blocked", "eager", "compiled")
 ADA_VARIANTS: tuple[str, ...] = ("separate", "slab", "eager", "compiled")
+# Issue 7 candidates (docs/kernels/split_rope.md, ada_values9.md).
+ROPE_VARIANTS += ("blocked_lean", "blocked_wide")
+ADA_VARIANTS += ("slab_grid", "slab_lean")
 
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}
