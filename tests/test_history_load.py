@@ -254,12 +254,13 @@ def test_timeout_failure_and_skip_are_told_apart(hist):
     bad = {p.kind: p for p in only_injected_failure(problems)}
     assert set(bad) == {"timeout", "skipped", "failed"}
     assert "AdaValues9.time_host_latency" in bad["timeout"].message
-    assert "24 of 24" in bad["timeout"].message and "timed out" in bad["timeout"].message
+    n_ada = len(shapes.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
+    assert f"{n_ada} of {n_ada}" in bad["timeout"].message and "timed out" in bad["timeout"].message
     assert "SplitRope.track_allocations" in bad["skipped"].message
     assert "AdaValues9.track_allocations" in bad["failed"].message
     assert all(p.path == str(path) and p.machine == "h200" for p in bad.values())
     missing = [r for r in records if r.value is None and r.machine == "h200"]
-    assert len(missing) == 24 + 1 + 1
+    assert len(missing) == n_ada + 1 + 1
     assert not any(r.value is not None and math.isnan(r.value) for r in records)
 
 
@@ -267,15 +268,16 @@ def test_malformed_benchmark_row_loses_only_that_benchmark(hist):
     _, results = hist
     path = result_files(results, "h100-80gb-hbm3")[0]
     name = "bench_kernels.SplitRope.time_device_cold"
-    _edit(path, lambda d: d["results"][name][0].pop())  # 23 values for 24 combinations
+    n_rope = len(shapes.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
+    _edit(path, lambda d: d["results"][name][0].pop())  # one value short
     clean = n_records_in(path) + 1
     records, problems = load_results(results)
     bad = [p for p in only_injected_failure(problems)]
     assert [(p.kind, p.machine) for p in bad] == [("corrupt", "h100-80gb-hbm3")]
-    assert name in bad[0].message and "23 values for 24" in bad[0].message
+    assert name in bad[0].message and f"{n_rope - 1} values for {n_rope}" in bad[0].message
     commit = json.loads(path.read_text())["commit_hash"]
     mine = [r for r in records if r.machine == "h100-80gb-hbm3" and r.commit == commit]
-    assert len(mine) == clean - 24
+    assert len(mine) == clean - n_rope
 
 
 def test_missing_benchmarks_json(hist):
