@@ -22,12 +22,15 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
+import time
 from pathlib import Path
 
 # Decide the CUDA question through NVML, which does not initialise a CUDA
 # context: asv's forkserver imports this module once and forks per benchmark,
 # and a context created before fork() is unusable in the child.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 
 def _load_shapes():
@@ -37,8 +40,6 @@ def _load_shapes():
     path = Path(__file__).resolve().parent.parent / "ltx2k" / "shapes.py"
     spec = importlib.util.spec_from_file_location("_ltx2k_bench_shapes", path)
     mod = importlib.util.module_from_spec(spec)
-    import sys
-
     sys.modules[spec.name] = mod  # dataclasses need the module registered
     spec.loader.exec_module(mod)
     return mod
@@ -111,7 +112,14 @@ def _prepare(kernel, metric, variant, shape):
         raise NotImplementedError("the torch.compile peer is timed on GPUs only")
     if variant == "compiled" and metric not in COMPILED_METRICS:
         raise NotImplementedError(f"the torch.compile peer is timed for {COMPILED_METRICS} only")
+    t0 = time.perf_counter()
     _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
+    if TRACE:  # where a benchmark process's time goes (suite cost); asv --show-stderr shows it
+        print(
+            f"ltx2k-trace {kernel} {metric} {variant} {shape}: setup "
+            f"{time.perf_counter() - t0:.3f} s",
+            file=sys.stderr,
+        )
 
 
 def _track_setup(kernel, variant, shape):
