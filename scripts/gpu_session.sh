@@ -22,7 +22,7 @@ for step in $steps; do
            rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
-    asvfull) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-300} ltx2k run HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
+    asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout ${ASV_TIMEOUT:-300} ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
              tar czf "$OUT/results.tgz" -C /tmp/repo results ;;  # packed per step: a later timeout loses nothing
     asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" HEAD~3..HEAD ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
