@@ -42,6 +42,19 @@ def _driver_version() -> str:
         return "unknown"
 
 
+def _host_gpu_count(fallback: int) -> int:
+    # The host's count, not torch's: a runner pinned with CUDA_VISIBLE_DEVICES
+    # sees 1, and asv publish splits a machine's graphs on any differing field.
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+        n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        return n or fallback
+    except (OSError, subprocess.SubprocessError):
+        return fallback
+
+
 def _base_fields() -> dict[str, str]:
     try:  # asv's own defaults, so the standard fields look like asv wrote them
         from asv.machine import Machine
@@ -74,7 +87,7 @@ def identify() -> dict[str, str]:
         info.update(
             machine=slug(name),
             gpu=name,
-            gpu_count=str(torch.cuda.device_count()),
+            gpu_count=str(_host_gpu_count(torch.cuda.device_count())),
             driver=_driver_version(),
             cuda=str(torch.version.cuda),
         )
