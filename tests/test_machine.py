@@ -1,0 +1,58 @@
+"""Runner identity (asv machine name and file) and the `ltx2k run` command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ltx2k import asv_run, machine
+
+
+@pytest.mark.parametrize(
+    "gpu,name",
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+        ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+        ("  NVIDIA GeForce RTX 4090 ", "geforce-rtx-4090"),
+    ],
+)
+def test_slug_is_stable_per_gpu_model(gpu, name):
+    assert machine.slug(gpu) == name
+
+
+def test_slug_rejects_empty():
+    with pytest.raises(ValueError, match="machine name"):
+        machine.slug("NVIDIA  ")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU identity")
+def test_cpu_machine_never_mixes_with_gpu_history(monkeypatch):
+    monkeypatch.delenv("LTX2K_MACHINE", raising=False)
+    info = machine.identify()
+    assert info["machine"] == machine.CPU_MACHINE
+    for field in ("gpu", "gpu_count", "driver", "cuda", "torch", "triton", "os", "arch", "cpu"):
+        assert field in info
+
+
+def test_machine_file_merges_and_refuses_corrupt(tmp_path):
+    path = tmp_path / "asv-machine.json"
+    machine.write_asv_machine_file({"machine": "h200", "gpu": "NVIDIA H200"}, str(path))
+    machine.write_asv_machine_file({"machine": "a100-sxm4-80gb", "gpu": "A100"}, str(path))
+    data = json.loads(path.read_text())
+    assert data["version"] == 1
+    assert data["h200"]["gpu"] == "NVIDIA H200" and data["a100-sxm4-80gb"]["gpu"] == "A100"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        machine.write_asv_machine_file({"machine": "h200"}, str(path))
+    assert path.read_text() == "{not json"  # never overwritten: no lost data
+
+
+def test_run_command_records_samples_and_names_the_machine():
+    cmd = asv_run.build_command(["--quick", "HEAD^!"], "asv.conf.json", "h200")
+    assert cmd[cmd.index("--machine") + 1] == "h200"
+    assert "--record-samples" in cmd and cmd[-2:] == ["--quick", "HEAD^!"]
+    cmd = asv_run.build_command(["--", "--no-record-samples", "A..B"], "c.json", "m")
+    assert "--record-samples" not in cmd and cmd[-1] == "A..B"
