@@ -8,7 +8,6 @@ to every call, which no caller pays in a pipelined serving loop.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 
 class HostClock:
@@ -22,22 +21,6 @@ class HostClock:
     def __call__(self) -> float:
         self._sync()
         return time.perf_counter()
-
-
-def host_latencies(
-    fn: Callable[[], object], on_gpu: bool, number: int = 100, samples: int = 20
-) -> list[float]:
-    """Seconds per call, one value per batch of ``number`` calls."""
-    clock = HostClock(on_gpu)
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(samples):
-        t0 = clock()
-        for _ in range(number):
-            fn()
-        out.append((clock() - t0) / number)
-    return out
 
 
 def synced_perf_counter() -> float:

@@ -1,0 +1,39 @@
+"""The measurement core's CPU-checkable parts: allocation counting, L2 rotation, the gate."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltx2k import cases, runtime
+from ltx2k.measure import device_time, gate, suite
+
+ON_GPU = runtime.device() == "cuda"
+ADA = cases.shapes_for("ada_values9", ON_GPU)[0]
+
+
+@pytest.mark.parametrize("variant,expected", [("separate", 9), ("slab", 1)])
+def test_allocations_per_call_is_the_slab_metric(variant, expected):
+    assert suite.allocations("ada_values9", variant, ADA) == expected
+
+
+def test_rotation_covers_three_l2s_and_caps_memory():
+    l2 = 60 << 20
+    assert device_time.rotation_sets(1 << 20, cold=False, l2=l2) == 1
+    n = device_time.rotation_sets(1 << 20, cold=True, l2=l2)
+    assert n * (1 << 20) >= 3 * l2 and (n - 1) * (1 << 20) < 3 * l2
+    assert device_time.rotation_sets(1 << 30, cold=True, l2=l2) == 2  # always >= 2 sets
+    assert device_time.rotation_sets(1, cold=True, l2=l2) == device_time.MAX_SETS
+
+
+def test_gate_refuses_a_wrong_variant(monkeypatch):
+    shape = cases.shapes_for("split_rope", ON_GPU)[0]
+    good = cases.variant_fn("split_rope", "blocked")
+
+    def wrong(x, cos, sin):
+        out = good(x, cos, sin)
+        out[..., 0] += 1  # one element per token off
+        return out
+
+    monkeypatch.setattr(cases, "variant_fn", lambda k, v: wrong)
+    with pytest.raises(gate.CorrectnessError, match="not bit-identical"):
+        gate.check_case("split_rope", "blocked", shape, runtime.device())
