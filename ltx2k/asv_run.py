@@ -5,7 +5,10 @@
 - ``--record-samples`` so every time benchmark stores its raw samples, which
   ``ltx2k regress`` uses for its significance test;
 - no GPU: the Triton interpreter and the machine "cpu-interpreter";
-- ``--launch-method`` comes from asv.conf.json (forkserver).
+- ``--launch-method`` comes from asv.conf.json (forkserver);
+- on a GPU, a CUDA context is held open for the whole run
+  (:class:`ltx2k.runtime.ContextKeeper`), so the ~280 benchmark processes of
+  a commit do not each pay the GPU's initialisation.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from ltx2k import machine
+from ltx2k import machine, runtime
 
 
 def build_command(asv_args: list[str], config: str, machine_name: str) -> list[str]:
@@ -27,7 +30,12 @@ def build_command(asv_args: list[str], config: str, machine_name: str) -> list[s
     return cmd + args
 
 
-def run(asv_args: list[str], config: str = "asv.conf.json", dry_run: bool = False) -> int:
+def run(
+    asv_args: list[str],
+    config: str = "asv.conf.json",
+    dry_run: bool = False,
+    keep_context: bool = True,
+) -> int:
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
     info = machine.identify()
@@ -40,4 +48,7 @@ def run(asv_args: list[str], config: str = "asv.conf.json", dry_run: bool = Fals
     if dry_run:
         return 0
     machine.write_asv_machine_file(info)
-    return subprocess.call(cmd, env=env)
+    if info["machine"] == machine.CPU_MACHINE or not keep_context:
+        return subprocess.call(cmd, env=env)
+    with runtime.ContextKeeper():
+        return subprocess.call(cmd, env=env)

@@ -37,3 +37,58 @@ def select_backend() -> str:
 def device() -> str:
     """The torch device the harness allocates on: "cuda" on a GPU, "cpu" in the interpreter."""
     return "cpu" if interpreter_requested() else "cuda"
+
+
+# The process that holds_contexts runs: one CUDA context per visible device,
+# kept until its stdin closes (the parent exited or left the with-block).
+_KEEPER_CODE = """
+import sys, torch
+for i in range(torch.cuda.device_count()):
+    torch.empty(1, device=f"cuda:{i}")
+print("ready", torch.cuda.device_count(), flush=True)
+sys.stdin.read()
+"""
+
+
+class ContextKeeper:
+    """Keep a CUDA context open on every visible GPU while a benchmark run lasts.
+
+    asv forks a fresh process per benchmark x params (~280 of them per commit),
+    and each one creates its own CUDA context. Without persistence mode the
+    driver tears the GPU state down whenever the last context closes, so every
+    process pays the full GPU initialisation again. One idle context held by a
+    side process has the effect of persistence mode without root or a change to
+    the GPU's settings; it launches nothing, so it does not compete for the GPU.
+    ``scripts/process_cost.py`` measures the difference.
+    """
+
+    def __init__(self, python: str | None = None):
+        self.python = python or sys.executable
+        self.proc = None
+        self.devices = 0
+
+    def __enter__(self) -> ContextKeeper:
+        import subprocess
+
+        self.proc = subprocess.Popen(
+            [self.python, "-c", _KEEPER_CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline().split()
+        if line[:1] != ["ready"]:
+            self.__exit__(None, None, None)
+            raise RuntimeError("the CUDA context keeper did not start (see its stderr above)")
+        self.devices = int(line[1])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:  # never let cleanup mask the run's own outcome
+            self.proc.kill()
+        self.proc = None

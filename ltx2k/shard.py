@@ -50,6 +50,7 @@ How a run goes (:func:`shard_run`):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import itertools
@@ -935,18 +936,22 @@ def run(
         print(f"exclusive: {list(policy.exclusive)}; asv args: {list(args.passthrough)}")
         return 0
     from ltx2k import machine as machine_mod
+    from ltx2k import runtime
 
     launcher = AsvLauncher(config, machine, args.passthrough)
-    res = shard_run(
-        commits,
-        chosen,
-        dest,
-        launcher,
-        machine=machine,
-        policy=policy,
-        bench=args.bench,
-        cpu=machine == machine_mod.CPU_MACHINE,
-    )
+    cpu = machine == machine_mod.CPU_MACHINE
+    # One keeper holds a context on every GPU of the host (see asv_run.run).
+    with contextlib.nullcontext() if cpu else runtime.ContextKeeper():
+        res = shard_run(
+            commits,
+            chosen,
+            dest,
+            launcher,
+            machine=machine,
+            policy=policy,
+            bench=args.bench,
+            cpu=cpu,
+        )
     for o in res.shards:
         print(
             f"{o.gpu.label} {o.gpu.uuid}: {len(o.commits)} commit(s), asv exit "

@@ -56,3 +56,23 @@ def test_run_command_records_samples_and_names_the_machine():
     assert "--record-samples" in cmd and cmd[-2:] == ["--quick", "HEAD^!"]
     cmd = asv_run.build_command(["--", "--no-record-samples", "A..B"], "c.json", "m")
     assert "--record-samples" not in cmd and cmd[-1] == "A..B"
+
+
+def test_context_keeper_starts_reports_devices_and_exits_with_the_block():
+    from ltx2k.runtime import ContextKeeper
+
+    with ContextKeeper() as keeper:
+        proc = keeper.proc
+        assert proc.poll() is None  # alive while the run lasts
+        assert keeper.devices == torch.cuda.device_count()
+    assert proc.wait(timeout=30) == 0  # and gone after, so no context leaks
+
+
+def test_context_keeper_that_cannot_start_is_an_error(tmp_path):
+    from ltx2k.runtime import ContextKeeper
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    with pytest.raises(RuntimeError, match="keeper did not start"):
+        ContextKeeper(python=str(fake)).__enter__()

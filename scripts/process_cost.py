@@ -1,0 +1,121 @@
+"""Where one asv benchmark process's time goes, on a GPU runner (the suite-cost question).
+
+asv's forkserver imports the suite once and forks one process per benchmark x
+params. This script does the same for a sample of cases and times each phase
+inside the child: CUDA context creation, ``suite.prepare`` (inputs, gate,
+graph capture) and 20 samples, plus the whole fork-to-reap wall time (which
+includes tearing the context down). It does so twice: without and with
+``ltx2k.runtime.ContextKeeper`` holding a context open.
+
+Usage: python scripts/process_cost.py [--json OUT]
+asv's own per-benchmark overhead is not in here; compare the sum with an
+``asv run`` wall time to see it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+import torch  # noqa: E402
+
+import ltx2k.kernels.adaln  # noqa: E402,F401  (preimported, as bench_kernels does)
+import ltx2k.kernels.rope  # noqa: E402,F401
+from ltx2k import runtime, shapes  # noqa: E402
+from ltx2k.measure import suite  # noqa: E402
+
+CASES = [
+    ("split_rope", "blocked", shapes.ROPE_SHAPES[0], "device_cold"),
+    ("split_rope", "blocked", shapes.ROPE_SHAPES[0], "host"),
+    ("split_rope", "per_head", shapes.ROPE_SHAPES[5], "device_cold"),
+    ("split_rope", "eager", shapes.ROPE_SHAPES[3], "device_warm"),
+    ("split_rope", "compiled", shapes.ROPE_SHAPES[0], "device_cold"),
+    ("ada_values9", "slab", shapes.ADA_SHAPES[0], "device_cold"),
+    ("ada_values9", "separate", shapes.ADA_SHAPES[0], "host"),
+    ("ada_values9", "slab", shapes.ADA_SHAPES[5], "device_cold"),
+    ("ada_values9", "compiled", shapes.ADA_SHAPES[0], "host"),
+]
+
+
+def child(case, wfd) -> None:
+    kernel, variant, shape, metric = case
+    t = [time.perf_counter()]
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    t.append(time.perf_counter())
+    timed = suite.prepare(kernel, variant, shape, metric)
+    torch.cuda.synchronize()
+    t.append(time.perf_counter())
+    for _ in range(20):
+        t0 = timed.timer()
+        timed.run()
+        timed.timer() - t0
+    t.append(time.perf_counter())
+    phases = dict(cuda_init=t[1] - t[0], prepare=t[2] - t[1], samples20=t[3] - t[2])
+    os.write(wfd, json.dumps(phases).encode())
+    os._exit(0)
+
+
+def run_case(case) -> dict:
+    r, w = os.pipe()
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            child(case, w)
+        finally:
+            os._exit(1)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    wall = time.perf_counter() - t0
+    out = json.loads(data) if data else {"error": f"child exit status {status}"}
+    kernel, variant, shape, metric = case
+    return dict(kernel=kernel, variant=variant, shape=shape.label, metric=metric, wall=wall, **out)
+
+
+def sweep(label: str) -> list[dict]:
+    rows = []
+    for case in CASES:
+        row = dict(mode=label, **run_case(case))
+        rows.append(row)
+        print(
+            f"{label:9s} {row['kernel']:11s} {row['variant']:9s} {row['shape']:20s} "
+            f"{row['metric']:11s} wall {row['wall']:.2f}s  init {row.get('cuda_init', 0):.2f}  "
+            f"prepare {row.get('prepare', 0):.2f}  samples {row.get('samples20', 0):.2f}",
+            flush=True,
+        )
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    if runtime.select_backend() != "cuda":
+        print("process_cost.py measures GPU processes; no CUDA device here", file=sys.stderr)
+        return 1
+    rows = sweep("alone")
+    with runtime.ContextKeeper():
+        rows += sweep("keeper")
+    for mode in ("alone", "keeper"):
+        walls = [r["wall"] for r in rows if r["mode"] == mode]
+        print(f"{mode}: median process wall {statistics.median(walls):.2f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
