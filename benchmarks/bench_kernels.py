@@ -30,6 +30,11 @@ from pathlib import Path
 # context: asv's forkserver imports this module once and forks per benchmark,
 # and a context created before fork() is unusable in the child.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+# Inductor compiles through a pool of worker processes by default; each forked
+# benchmark process of the torch.compile peer would start that pool afresh
+# (each worker re-imports torch) for a graph of one or two kernels. Measured on
+# the H200 (scripts/process_cost.py): that made a "compiled" process cost ~8 s.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 
@@ -118,12 +123,37 @@ def _shape(kernel, label):
     raise NotImplementedError(f"shape {label} is not in this machine's list")
 
 
+def _skip_warm_beyond_l2(kernel, shape) -> None:
+    # With one input set of 2x the L2 or more, at most half of it can be
+    # resident: "warm" is cold L2 again (within 1-3% on the H200) and would
+    # cost a process per variant for a number time_device_cold already gives.
+    try:
+        from ltx2k import cases
+        from ltx2k.measure import device_time
+    except ImportError:
+        return
+
+    if not ON_GPU:
+        return
+    try:
+        nbytes, l2 = cases.KERNELS[kernel].bytes_moved(shape), device_time.l2_bytes()
+    except (AttributeError, KeyError):  # an old commit: time it as before
+        return
+    if nbytes >= 2 * l2:
+        raise NotImplementedError(
+            f"warm L2 is cold L2 at {shape.label}: one input set ({nbytes >> 20} MiB) "
+            f">= 2x the L2 ({l2 >> 20} MiB)"
+        )
+
+
 def _prepare(kernel, metric, variant, shape):
     try:
         from ltx2k.measure import suite
     except ImportError as e:  # commit predates the measurement core
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
     _check_metric(variant, metric)
+    if metric == "device_warm":
+        _skip_warm_beyond_l2(kernel, _shape(kernel, shape))
     t0 = time.perf_counter()
     _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
     if TRACE:  # where a benchmark process's time goes (suite cost); asv --show-stderr shows it

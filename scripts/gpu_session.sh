@@ -14,12 +14,16 @@ for step in $steps; do
   case $step in
     info) { nvidia-smi; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
-    tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
+    tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_variants_v2.py tests/test_machine.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
+    cost) timeout ${COST_TIMEOUT:-150} python3 scripts/process_cost.py --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
     crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
     clone) # The device copy of the tree has no git history; asv needs commits.
-           rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3 ;;
+           rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3
+           git -C /tmp/repo branch -q inject-slowdown origin/inject-slowdown 2>/dev/null
+           # results of an earlier device call (a fresh machine each time) continue the history
+           [ -f .carry/results.tgz ] && tar xzf .carry/results.tgz -C /tmp/repo && ls /tmp/repo/results/* | head -5 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout ${ASV_TIMEOUT:-300} ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"

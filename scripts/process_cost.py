@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 import ltx2k.kernels.adaln  # noqa: E402,F401  (preimported, as bench_kernels does)
 import ltx2k.kernels.rope  # noqa: E402,F401
-from ltx2k import runtime, shapes  # noqa: E402
+from ltx2k import cases, runtime, shapes  # noqa: E402
 from ltx2k.measure import suite  # noqa: E402
 
 CASES = [
@@ -43,10 +43,20 @@ CASES = [
 ]
 
 
-def child(case, wfd) -> None:
+def child(case, wfd, compile_threads) -> None:
     kernel, variant, shape, metric = case
+    if compile_threads is not None:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = compile_threads
     t = [time.perf_counter()]
     torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    t.append(time.perf_counter())
+    # the first call alone: kernel load (Triton) or trace + compile (torch.compile)
+    spec = cases.KERNELS[kernel]
+    args = spec.make_inputs(shape, "cuda", seed=0)
+    cases.variant_fn(kernel, variant)(*args)
     torch.cuda.synchronize()
     t.append(time.perf_counter())
     timed = suite.prepare(kernel, variant, shape, metric)
@@ -57,19 +67,21 @@ def child(case, wfd) -> None:
         timed.run()
         timed.timer() - t0
     t.append(time.perf_counter())
-    phases = dict(cuda_init=t[1] - t[0], prepare=t[2] - t[1], samples20=t[3] - t[2])
+    phases = dict(
+        cuda_init=t[1] - t[0], first_call=t[2] - t[1], prepare=t[3] - t[2], samples20=t[4] - t[3]
+    )
     os.write(wfd, json.dumps(phases).encode())
     os._exit(0)
 
 
-def run_case(case) -> dict:
+def run_case(case, compile_threads=None) -> dict:
     r, w = os.pipe()
     t0 = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            child(case, w)
+            child(case, w, compile_threads)
         finally:
             os._exit(1)
     os.close(w)
@@ -84,15 +96,16 @@ def run_case(case) -> dict:
     return dict(kernel=kernel, variant=variant, shape=shape.label, metric=metric, wall=wall, **out)
 
 
-def sweep(label: str) -> list[dict]:
+def sweep(label: str, cases_=CASES, compile_threads=None) -> list[dict]:
     rows = []
-    for case in CASES:
-        row = dict(mode=label, **run_case(case))
+    for case in cases_:
+        row = dict(mode=label, **run_case(case, compile_threads))
         rows.append(row)
         print(
             f"{label:9s} {row['kernel']:11s} {row['variant']:9s} {row['shape']:20s} "
             f"{row['metric']:11s} wall {row['wall']:.2f}s  init {row.get('cuda_init', 0):.2f}  "
-            f"prepare {row.get('prepare', 0):.2f}  samples {row.get('samples20', 0):.2f}",
+            f"1st call {row.get('first_call', 0):.2f}  prepare {row.get('prepare', 0):.2f}  "
+            f"samples {row.get('samples20', 0):.2f}",
             flush=True,
         )
     return rows
@@ -108,6 +121,9 @@ def main() -> int:
     rows = sweep("alone")
     with runtime.ContextKeeper():
         rows += sweep("keeper")
+    # inductor's compile worker pool vs compiling in the benchmark process itself
+    compiled = [c for c in CASES if c[1] == "compiled"]
+    rows += sweep("threads1", compiled, compile_threads=1)
     for mode in ("alone", "keeper"):
         walls = [r["wall"] for r in rows if r["mode"] == mode]
         print(f"{mode}: median process wall {statistics.median(walls):.2f} s")
