@@ -17,6 +17,8 @@ for step in $steps; do
     tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_variants_v2.py tests/test_machine.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
     cost) timeout ${COST_TIMEOUT:-150} python3 scripts/process_cost.py --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
+    spread) timeout ${SPREAD_TIMEOUT:-120} python3 scripts/host_spread.py --json "$OUT/host_spread.json" 2>&1 | tee "$OUT/host_spread.log"
+            { lscpu; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor; } > "$OUT/lscpu.txt" 2>&1 ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
     crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
     clone) # The device copy of the tree has no git history; asv needs commits.
@@ -28,14 +30,14 @@ for step in $steps; do
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout ${ASV_TIMEOUT:-300} ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
              tar czf "$OUT/results.tgz" -C /tmp/repo results ;;  # packed per step: a later timeout loses nothing
-    asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" HEAD~3..HEAD ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
+    asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" ${BASE:-HEAD}~3..${BASE:-HEAD} ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
-    noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout 120 ltx2k run -- -b "time_device_cold" HEAD^! >/dev/null 2>&1;
+    noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout ${NOISE_TIMEOUT:-150} ltx2k run -- -b "time_device" ${BASE:-HEAD}^! >"$OUT/asv_noise.log" 2>&1;
              python3 "$OLDPWD/scripts/noise_check.py" /tmp/results_run1 results --json "$OUT/noise.json" ) 2>&1 | tail -8 ;;
     inject) ( cd /tmp/repo && timeout 120 ltx2k run -- -b "SplitRope.time_device_cold" inject-slowdown^! >/dev/null 2>&1;
-              ltx2k regress --results results --repo . --head "$(git rev-parse inject-slowdown)" --baseline main --markdown "$OUT/regress_inject.md" --json "$OUT/regress_inject.json" >/dev/null; echo "regress exit $?";
+              ltx2k regress --results results --repo . --head "$(git rev-parse inject-slowdown)" --baseline ${BASE:-main} --markdown "$OUT/regress_inject.md" --json "$OUT/regress_inject.json" >/dev/null; echo "regress exit $?";
               grep -E "regression|improvement" "$OUT/regress_inject.md" | head -12;
-              timeout 150 python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 main inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1 ;;
+              timeout 150 python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 ${BASE:-main} inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
