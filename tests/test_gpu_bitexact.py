@@ -82,20 +82,25 @@ def test_rope_fma_would_differ():
     assert not torch.equal(fused.to(torch.bfloat16).view_as(ref), ref)
 
 
-def test_compile_fullgraph_rope():
-    from ltx2k import apply_ltx2_split_rotary_emb  # default variant: "blocked"
+# None: the default variant (the lean launch path, which must step aside for dynamo).
+@pytest.mark.parametrize("variant", [None, "blocked"], ids=str)
+def test_compile_fullgraph_rope(variant):
+    from ltx2k import apply_ltx2_split_rotary_emb
 
+    kw = {} if variant is None else {"variant": variant}
     x, cos, sin = cases.rope_inputs(ROPE[3], "cuda", seed=1)
     rope_c = torch.compile(apply_ltx2_split_rotary_emb, fullgraph=True, dynamic=False)
-    _assert_bitexact(rope_c(x, cos, sin), reference.split_rotary_reference(x, cos, sin))
+    _assert_bitexact(rope_c(x, cos, sin, **kw), reference.split_rotary_reference(x, cos, sin))
 
 
+@pytest.mark.parametrize("variant", [None, "slab"], ids=str)
 @pytest.mark.parametrize("shape", [ADA[0], ADA[3]], ids=lambda s: s.label)
-def test_compile_fullgraph_ada(shape):
-    from ltx2k import ltx2_ada_values9  # default variant: "slab"
+def test_compile_fullgraph_ada(shape, variant):
+    from ltx2k import ltx2_ada_values9
 
+    kw = {} if variant is None else {"variant": variant}
     table, ts = cases.ada_inputs(shape, "cuda", seed=2)
-    outs = torch.compile(ltx2_ada_values9, fullgraph=True, dynamic=False)(table, ts)
+    outs = torch.compile(ltx2_ada_values9, fullgraph=True, dynamic=False)(table, ts, **kw)
     for o, r in zip(outs, reference.ada_values9_reference(table, ts), strict=True):
         _assert_bitexact(o, r)
     # still one slab: 9 views of one storage, in order

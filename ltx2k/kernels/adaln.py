@@ -215,15 +215,18 @@ def _validate(table: object, timestep: object, variant: str) -> tuple[int, int, 
 
 
 def ltx2_ada_values9(
-    scale_shift_table: torch.Tensor, timestep: torch.Tensor, *, variant: str = "slab"
+    scale_shift_table: torch.Tensor, timestep: torch.Tensor, *, variant: str = "slab_lean"
 ) -> tuple[torch.Tensor, ...]:
     """Compute the nine AdaLN values. Bit-identical to the eager reference.
 
     Args:
         scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
         timestep: ``[B, S, 9*D]`` bf16, contiguous.
-        variant: ``"slab"`` (default; one allocation), ``"separate"`` (the seed), or
-            a candidate under measurement (``"slab_grid"``, ``"slab_lean"``).
+        variant: ``"slab_lean"`` (default: the grid kernel through the lean launch
+            path, measured fastest on the H200 on both device and host,
+            docs/kernels/ada_values9.md), ``"slab_grid"`` (the same through
+            ``kernel[grid]``), ``"slab"`` (the row kernel, one allocation) or
+            ``"separate"`` (the seed, 9 allocations).
 
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.

@@ -192,7 +192,7 @@ def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, i
 
 
 def apply_ltx2_split_rotary_emb(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, variant: str = "blocked"
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, variant: str = "blocked_lean"
 ) -> torch.Tensor:
     """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
 
@@ -200,8 +200,10 @@ def apply_ltx2_split_rotary_emb(
         x: ``[B, S, H*D]`` bf16, contiguous.
         cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
             (e.g. a transposed ``[B, S, H, D/2]`` view).
-        variant: ``"blocked"`` (default), ``"per_head"`` (the seed kernel), or a
-            candidate under measurement (``"blocked_lean"``, ``"blocked_wide"``).
+        variant: ``"blocked_lean"`` (default: the blocked kernel through the lean
+            launch path, measured faster on the host and identical on the device,
+            docs/kernels/split_rope.md), ``"blocked"`` (the same kernel through
+            ``kernel[grid]``), ``"per_head"`` (the seed kernel), or ``"blocked_wide"``.
 
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
