@@ -37,7 +37,7 @@ for step in $steps; do
     inject) ( cd /tmp/repo && timeout ${INJECT_TIMEOUT:-120} ltx2k run -- -b "time_device_cold" inject-slowdown^! >"$OUT/asv_inject.log" 2>&1;
               ltx2k regress --results results --repo . --head "$(git rev-parse inject-slowdown)" --baseline ${BASE:-main} --markdown "$OUT/regress_inject.md" --json "$OUT/regress_inject.json" >/dev/null; echo "regress exit $?";
               head -40 "$OUT/regress_inject.md";
-              timeout 150 python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 ${BASE:-main} inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1
+              timeout ${CONT_TIMEOUT:-150} python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 ${BASE:-main} inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1
             tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
