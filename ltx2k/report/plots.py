@@ -578,3 +578,29 @@ def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
         f"{kernel}: achieved bandwidth vs measured copy bandwidth (100% = roofline)", fontsize=11
     )
     return fig
+
+
+def detection_power(reports: Sequence[tuple[str, object]]) -> Figure:
+    """Detection rate against injected slowdown (ltx2k.analysis.power), one line per
+    threshold setting; the 0% point is the false-flag rate of the A/A pair."""
+    if not reports:
+        return _empty(_new_figure(6.4, 3.6), "no detection-power data")
+    fig = _new_figure(6.4, 3.6)
+    ax = fig.add_subplot(1, 1, 1)
+    for label, rep in reports:
+        xs = [0.0] + [p.delta * 100 for p in rep.points]
+        ys = [len(rep.false_flags) / max(1, len(rep.benchmarks)) * 100] + [
+            p.rate * 100 for p in rep.points
+        ]
+        ax.plot(xs, ys, marker="o", label=f"{label} ({len(rep.false_flags)} false flags at 0%)")
+    ax.set_xlabel("injected slowdown (%)")
+    ax.set_ylabel("cells flagged (%)")
+    ax.set_ylim(-3, 103)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    rep = reports[0][1]
+    ax.set_title(
+        f"ltx2k regress detection power, {rep.machine} ({len(rep.benchmarks)} device-time cells)",
+        fontsize=10,
+    )
+    return fig

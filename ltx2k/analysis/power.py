@@ -1,0 +1,214 @@
+"""Detection power of ``ltx2k regress`` on real run-to-run noise.
+
+Question: what is the smallest slowdown the harness reliably flags, without
+false flags elsewhere? Answered from two asv runs of the *same* commit on one
+machine (an A/A pair): their differences are the real noise of the runner.
+
+- **False flags**: compare the two runs unchanged, B as head against A and
+  A as head against B. Every flag there is a false alarm.
+- **Power at a slowdown d**: scale every statistic of the head run (value,
+  samples, CI, quartiles) by ``1 + d`` and compare again, in both directions;
+  a cell counts as detected only if both directions flag it (noise that
+  happened to make B faster must not hide, or help, a detection). Scaling the
+  run's own samples keeps the real noise of both runs (not a model of it); a
+  multiplicative step is what a kernel regression looks like.
+
+The comparison is :func:`ltx2k.analysis.regress.compare` itself, with its
+thresholds and asv's significance rule, so the answer is about the tool as
+configured. Pass ``thresholds`` to see what a tighter ratio would buy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ltx2k.analysis.regress import compare
+from ltx2k.analysis.thresholds import Thresholds
+from ltx2k.history.records import Record
+
+DEFAULT_DELTAS = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10, 0.15)
+_BASE, _HEAD = "a" * 40, "b" * 40  # stand-in commits: the pair is one commit twice
+
+
+@dataclass(frozen=True)
+class PowerPoint:
+    delta: float
+    flagged: tuple[str, ...]  # "benchmark variant shape" of each flagged cell
+    total: int
+
+    @property
+    def rate(self) -> float:
+        return len(self.flagged) / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class PowerReport:
+    machine: str
+    commit: str
+    benchmarks: tuple[str, ...]  # the cells under test
+    false_flags: tuple[str, ...]  # flagged with no change (delta = 0)
+    points: tuple[PowerPoint, ...]  # delta > 0
+    threshold_note: str
+
+    @property
+    def smallest_reliable(self) -> float | None:
+        """The smallest tested slowdown flagged in every cell, and in every larger one."""
+        best = None
+        for p in sorted(self.points, key=lambda p: -p.delta):
+            if p.rate < 1.0:
+                break
+            best = p.delta
+        return best
+
+    def to_json(self) -> dict:
+        return {
+            "machine": self.machine,
+            "commit": self.commit,
+            "cells": len(self.benchmarks),
+            "false_flags": list(self.false_flags),
+            "smallest_reliable_slowdown": self.smallest_reliable,
+            "thresholds": self.threshold_note,
+            "points": [
+                {"delta": p.delta, "detected": len(p.flagged), "of": p.total, "rate": p.rate}
+                for p in self.points
+            ],
+        }
+
+
+def _label(rec: Record) -> str:
+    p = dict(rec.params)
+    return " ".join([rec.benchmark.split(".", 1)[-1], *p.values()])
+
+
+def _scaled(rec: Record, f: float) -> Record:
+    def s(x):
+        return None if x is None else x * f
+
+    return dataclasses.replace(
+        rec,
+        commit=_HEAD,
+        value=s(rec.value),
+        ci_99=None if rec.ci_99 is None else (rec.ci_99[0] * f, rec.ci_99[1] * f),
+        q_25=s(rec.q_25),
+        q_75=s(rec.q_75),
+        samples=None if rec.samples is None else tuple(s(x) for x in rec.samples),
+    )
+
+
+def pair_runs(
+    run_a: Iterable[Record],
+    run_b: Iterable[Record],
+    *,
+    machine: str | None = None,
+    commit: str | None = None,
+    benchmarks: str = "*.time_device_*",
+    min_value: float = 10e-6,
+    exclude: Sequence[str] = (),
+) -> tuple[str, str, list[tuple[Record, Record]]]:
+    """The cells measured in both runs of one (machine, commit), re-run in B, base >= min_value.
+
+    Cells whose samples are identical in A and B were not re-run (B is a copy
+    of A for them) and are left out: they would fake perfect stability.
+    ``exclude``: fnmatch globs over "benchmark variant shape" labels.
+    """
+    a_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_a}
+    b_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_b}
+    common = [k for k in a_idx if k in b_idx]
+    groups = sorted({(k[0], k[1]) for k in common})
+    if machine is not None:
+        groups = [g for g in groups if g[0] == machine]
+    if commit is not None:
+        groups = [g for g in groups if g[1].startswith(commit)]
+    if len(groups) != 1:
+        shown = ", ".join(f"{m}@{c[:8]}" for m, c in groups) or "none"
+        raise ValueError(
+            "the two runs must share exactly one (machine, commit); pass machine= and "
+            f"commit= to choose. Shared: {shown}"
+        )
+    mach, sha = groups[0]
+    pairs = []
+    for k in sorted(common, key=str):
+        a, b = a_idx[k], b_idx[k]
+        if k[:2] != (mach, sha) or not fnmatch.fnmatchcase(a.benchmark, benchmarks):
+            continue
+        if a.value is None or b.value is None or a.value < min_value:
+            continue
+        if a.samples is not None and a.samples == b.samples:
+            continue
+        if any(fnmatch.fnmatchcase(_label(a), g) for g in exclude):
+            continue
+        pairs.append((a, b))
+    if not pairs:
+        raise ValueError(
+            f"no cell of {mach}@{sha[:8]} matching {benchmarks!r} with a base value >= "
+            f"{min_value:g} was re-run in the second run"
+        )
+    return mach, sha, pairs
+
+
+def _flags_one_way(pairs, factor: float, thresholds: Thresholds) -> set[str]:
+    """Cells flagged when the second record of each pair, scaled, is the head."""
+    records = []
+    for base, head in pairs:
+        records.append(dataclasses.replace(base, commit=_BASE))
+        records.append(_scaled(head, factor))
+    report = compare(records, _HEAD, baseline=_BASE, thresholds=thresholds)
+    flagged = set()
+    for row in report.rows:
+        for cell in row.cells.values():
+            if cell.flag == "regression":
+                name = row.benchmark.split(".", 1)[-1]
+                flagged.add(" ".join([name, *dict(row.params).values()]))
+    return flagged
+
+
+def _flags(pairs, factor: float, thresholds: Thresholds, *, both: bool) -> tuple[str, ...]:
+    """Flagged in both directions (``both``: detections) or in either (false flags)."""
+    ab = _flags_one_way(pairs, factor, thresholds)
+    ba = _flags_one_way([(b, a) for a, b in pairs], factor, thresholds)
+    return tuple(sorted(ab & ba if both else ab | ba))
+
+
+def detection_power(
+    run_a: Iterable[Record],
+    run_b: Iterable[Record],
+    *,
+    deltas: Sequence[float] = DEFAULT_DELTAS,
+    thresholds: Thresholds | None = None,
+    **select,
+) -> PowerReport:
+    """False flags of the A/A pair, and the share of cells flagged at each injected slowdown."""
+    bad = [d for d in deltas if not isinstance(d, (int, float)) or d < 0 or d != d]
+    if bad or not deltas:
+        raise ValueError(f"deltas must be non-negative fractions (0.05 = 5%), got {list(deltas)!r}")
+    thresholds = thresholds or Thresholds()
+    mach, sha, pairs = pair_runs(run_a, run_b, **select)
+    false_flags = _flags(pairs, 1.0, thresholds, both=False)
+    points = tuple(
+        PowerPoint(float(d), _flags(pairs, 1.0 + d, thresholds, both=True), len(pairs))
+        for d in sorted(set(deltas))
+        if d > 0
+    )
+    ratio = thresholds.ratio_for("x.time_device_cold")
+    note = f"time_device_* ratio {ratio}, alpha {thresholds.alpha}"
+    return PowerReport(mach, sha, tuple(_label(a) for a, _ in pairs), false_flags, points, note)
+
+
+def format_report(rep: PowerReport) -> str:
+    lines = [
+        f"detection power on {rep.machine} @ {rep.commit[:8]}: {len(rep.benchmarks)} cells "
+        f"({rep.threshold_note})",
+        f"false flags with no change: {len(rep.false_flags)}"
+        + ("".join(f"\n  {f}" for f in rep.false_flags)),
+    ]
+    for p in rep.points:
+        lines.append(f"  slowdown {p.delta * 100:5.1f}%: flagged {len(p.flagged):3d}/{p.total}")
+    best = rep.smallest_reliable
+    lines.append(
+        "smallest slowdown flagged in every cell: "
+        + (f"{best * 100:.0f}%" if best is not None else "none of those tested")
+    )
+    return "\n".join(lines)

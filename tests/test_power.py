@@ -1,0 +1,140 @@
+"""ltx2k power: detection power of `ltx2k regress` from an A/A pair of runs (real noise).
+
+Records are built here from seeded lognormal samples, so every expectation
+follows from the noise and the threshold, not from echoed outputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ltx2k import cli
+from ltx2k.analysis import power
+from ltx2k.analysis.thresholds import Thresholds
+from ltx2k.history.records import Record
+
+SHA = "c0ffee" + "0" * 34
+BENCH = "bench_kernels.SplitRope.time_device_cold"
+
+
+def record(value_us: float, seed: int, *, shape: str, sigma=0.005, variant="blocked", n=10):
+    rng = np.random.default_rng(seed)
+    s = value_us * 1e-6 * rng.lognormal(0.0, sigma, n)
+    q25, med, q75 = np.percentile(s, [25, 50, 75])
+    return Record(
+        machine="h200",
+        commit=SHA,
+        date=0,
+        benchmark=BENCH,
+        params=(("variant", variant), ("shape", shape)),
+        value=float(med),
+        ci_99=(float(np.percentile(s, 1)), float(np.percentile(s, 99))),
+        q_25=float(q25),
+        q_75=float(q75),
+        samples=tuple(float(x) for x in s),
+        number=1,
+        repeat=n,
+        unit="seconds",
+        env="ltx2k-inherit-py3.12",
+    )
+
+
+def aa_pair(n_cells=12, sigma=0.005):
+    a = [record(20 + 10 * i, seed=i, shape=f"S{i}", sigma=sigma) for i in range(n_cells)]
+    b = [record(20 + 10 * i, seed=100 + i, shape=f"S{i}", sigma=sigma) for i in range(n_cells)]
+    return a, b
+
+
+def test_quiet_pair_no_false_flags_and_steps_beyond_threshold_all_found():
+    a, b = aa_pair()
+    rep = power.detection_power(a, b, deltas=(0.0, 0.01, 0.02, 0.06, 0.10))
+    assert rep.false_flags == ()
+    rates = {p.delta: p.rate for p in rep.points}
+    # default device threshold 1.03: 1-2% steps are never flags, 6% and 10% always are
+    assert rates[0.01] == 0 and rates[0.02] == 0
+    assert rates[0.06] == 1.0 and rates[0.10] == 1.0
+    assert rep.smallest_reliable == 0.06
+
+
+def test_a_tighter_threshold_finds_smaller_steps():
+    a, b = aa_pair()
+    tight = Thresholds(ratios=(("*.time_device_*", 1.01), ("*", 1.05)))
+    rep = power.detection_power(a, b, deltas=(0.02, 0.03, 0.06), thresholds=tight)
+    assert rep.smallest_reliable is not None and rep.smallest_reliable <= 0.03
+
+
+def test_bimodal_cell_is_a_false_flag_in_either_direction():
+    a, b = aa_pair(4)
+    # the second run happened to pick a 20% faster kernel (torch.compile's autotuner)
+    b[2] = record(30 * 0.8, seed=7, shape="S2")
+    for first, second in ((a, b), (b, a)):
+        rep = power.detection_power(first, second, deltas=(0.10,))
+        assert rep.false_flags == (f"{BENCH.split('.', 1)[1]} blocked S2",)
+        # and a 10% step on it is not "reliably detected": one direction hides it
+        assert rep.points[0].rate == 0.75
+
+
+def test_cells_not_rerun_are_left_out_and_an_all_stale_pair_is_an_error():
+    a, b = aa_pair(3)
+    b[1] = a[1]  # the second run never replaced this one
+    rep = power.detection_power(a, b, deltas=(0.1,))
+    assert len(rep.benchmarks) == 2 and not any("S1" in x.split() for x in rep.benchmarks)
+    with pytest.raises(ValueError, match="re-run"):
+        power.detection_power(a, a, deltas=(0.1,))
+
+
+def test_small_cells_are_below_min_value():
+    a = [record(5, 1, shape="tiny"), record(50, 2, shape="big")]
+    b = [record(5, 3, shape="tiny"), record(50, 4, shape="big")]
+    rep = power.detection_power(a, b, deltas=(0.1,))
+    assert [x.split()[-1] for x in rep.benchmarks] == ["big"]
+
+
+@pytest.mark.parametrize("deltas", [(), (-0.05,), (float("nan"),), ("5%",)])
+def test_bad_deltas_are_rejected(deltas):
+    a, b = aa_pair(2)
+    with pytest.raises(ValueError, match="deltas"):
+        power.detection_power(a, b, deltas=deltas)
+
+
+def test_two_shared_commits_need_a_choice():
+    import dataclasses
+
+    a, b = aa_pair(2)
+    other = "beef" + "0" * 36
+    a += [dataclasses.replace(r, commit=other) for r in a]
+    b += [dataclasses.replace(r, commit=other) for r in b]
+    with pytest.raises(ValueError, match="exactly one"):
+        power.detection_power(a, b, deltas=(0.1,))
+    assert power.detection_power(a, b, deltas=(0.1,), commit="beef").commit == other
+
+
+def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
+    a, b = aa_pair(3)
+    runs = {"A": a, "B": b}
+    monkeypatch.setattr("ltx2k.history.records.load_results", lambda path: (runs[str(path)], []))
+    out, png = tmp_path / "p.json", tmp_path / "p.png"
+    rc = cli.main(
+        [
+            "power",
+            "A",
+            "B",
+            "--ratio",
+            "1.05",
+            "--ratio",
+            "1.03",
+            "--json",
+            str(out),
+            "--plot",
+            str(png),
+        ]
+    )
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert [d["thresholds"].split()[2].rstrip(",") for d in data] == ["1.05", "1.03"]
+    assert all(d["cells"] == 3 and d["false_flags"] == [] for d in data)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "smallest slowdown flagged in every cell" in capsys.readouterr().out
