@@ -37,3 +37,14 @@ def test_gate_refuses_a_wrong_variant(monkeypatch):
     monkeypatch.setattr(cases, "variant_fn", lambda k, v: wrong)
     with pytest.raises(gate.CorrectnessError, match="not bit-identical"):
         gate.check_case("split_rope", "blocked", shape, runtime.device())
+
+
+def test_compiled_peer_is_deterministic_and_rounds_like_eager():
+    """The torch.compile peer: bf16 rounding as eager (the gate needs it) and no
+    per-process autotuning between pointwise configs (its history was bimodal)."""
+    import torch._inductor.config as inductor_config
+
+    cases._compiled.cache_clear()
+    cases.variant_fn("split_rope", "compiled")  # torch.compile is lazy: nothing compiles here
+    assert inductor_config.emulate_precision_casts is True
+    assert inductor_config.triton.autotune_pointwise is False
