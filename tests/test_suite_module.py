@@ -1,0 +1,124 @@
+"""The asv suite module's own decisions (benchmarks/bench_kernels.py), without running asv:
+which cells skip and why, where its parameters come from, and its environment defaults."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from ltx2k import cases, shapes
+from ltx2k.measure import device_time
+
+ROOT = Path(__file__).resolve().parent.parent
+L2 = 60 << 20  # the H200's
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "_bench_kernels_under_test", ROOT / "benchmarks" / "bench_kernels.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def on_gpu(bench, monkeypatch):
+    monkeypatch.setattr(bench, "ON_GPU", True)
+    monkeypatch.setattr(device_time, "l2_bytes", lambda device=None: L2)
+    return bench
+
+
+@pytest.mark.parametrize(
+    "kernel, shape, skipped",
+    [
+        ("ada_values9", shapes.AdaShape(2, 6144, 4096), True),  # 1.7 GiB per set
+        ("ada_values9", shapes.AdaShape(1, 1024, 4096), True),  # 144 MiB
+        ("ada_values9", shapes.AdaShape(1, 1, 4096), False),
+        ("split_rope", shapes.RopeShape(1, 16384, 32, 128), True),
+        ("split_rope", shapes.RopeShape(4, 1152, 32, 128), False),  # 108 MiB < 120 MiB
+        ("split_rope", shapes.RopeShape(1, 1024, 32, 128), False),
+    ],
+    ids=lambda v: getattr(v, "label", str(v)),
+)
+def test_warm_l2_is_skipped_only_where_one_set_is_twice_the_l2(on_gpu, kernel, shape, skipped):
+    nbytes = cases.KERNELS[kernel].bytes_moved(shape)
+    assert (nbytes >= 2 * L2) == skipped  # the premise of each case
+    if skipped:
+        with pytest.raises(NotImplementedError, match=f"warm L2 is cold L2 at {shape.label}"):
+            on_gpu._skip_warm_beyond_l2(kernel, shape)
+    else:
+        on_gpu._skip_warm_beyond_l2(kernel, shape)
+
+
+def test_warm_skip_boundary_is_inclusive(on_gpu, monkeypatch):
+    shape = shapes.RopeShape(1, 1024, 32, 128)
+    n = cases.KERNELS["split_rope"].bytes_moved(shape)
+    monkeypatch.setattr(device_time, "l2_bytes", lambda device=None: n // 2)
+    with pytest.raises(NotImplementedError):
+        on_gpu._skip_warm_beyond_l2("split_rope", shape)
+    monkeypatch.setattr(device_time, "l2_bytes", lambda device=None: n // 2 + 1)
+    on_gpu._skip_warm_beyond_l2("split_rope", shape)
+
+
+def test_no_warm_skip_in_the_interpreter(bench, monkeypatch):
+    monkeypatch.setattr(bench, "ON_GPU", False)
+    bench._skip_warm_beyond_l2("ada_values9", shapes.AdaShape(2, 6144, 4096))
+
+
+@pytest.mark.parametrize(
+    "variant, metric, allowed",
+    [
+        ("blocked_lean", "host", True),
+        ("blocked_lean", "device_cold", False),
+        ("slab_lean", "allocations", False),
+        ("compiled", "device_warm", False),
+        ("blocked", "device_warm", True),
+    ],
+)
+def test_metric_sets_per_variant(on_gpu, variant, metric, allowed):
+    if allowed:
+        on_gpu._check_metric(variant, metric)
+    else:
+        with pytest.raises(NotImplementedError, match=variant):
+            on_gpu._check_metric(variant, metric)
+
+
+def test_compiled_peer_is_gpu_only(bench, monkeypatch):
+    monkeypatch.setattr(bench, "ON_GPU", False)
+    with pytest.raises(NotImplementedError, match="GPUs only"):
+        bench._check_metric("compiled", "host")
+
+
+def test_params_are_the_working_tree_lists(bench):
+    variants, labels = bench.SplitRope.params
+    assert variants == list(shapes.ROPE_VARIANTS)
+    assert labels == [s.label for s in shapes.ROPE_SHAPES_CPU]  # this machine has no GPU
+    variants, labels = bench.AdaValues9.params
+    assert variants == list(shapes.ADA_VARIANTS)
+    assert labels == [s.label for s in shapes.ADA_SHAPES_CPU]
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("4", "4")])
+def test_inductor_compiles_in_process_unless_told_otherwise(given, expected):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    if given is not None:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = given
+    path = str(ROOT / "benchmarks" / "bench_kernels.py")
+    code = (
+        "import importlib.util, os, sys\n"
+        f"spec = importlib.util.spec_from_file_location('b', {path!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(os.environ['TORCHINDUCTOR_COMPILE_THREADS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[-1] == expected
