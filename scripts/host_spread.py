@@ -15,6 +15,7 @@ Usage: python scripts/host_spread.py [--procs 10] [--json OUT]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -29,6 +30,7 @@ import ltx2k.kernels.adaln  # noqa: E402,F401
 import ltx2k.kernels.rope  # noqa: E402,F401
 from ltx2k import runtime, shapes  # noqa: E402
 from ltx2k.measure import suite  # noqa: E402
+from ltx2k.measure.forked import run_forked  # noqa: E402
 
 CASES = [
     ("ada_values9", "slab_lean", shapes.ADA_SHAPES[0]),
@@ -42,7 +44,7 @@ def _cpu() -> int:
         return int(f.read().rsplit(")", 1)[1].split()[36])
 
 
-def child(case, pin, wfd) -> None:
+def child(case, pin) -> dict:
     if pin is not None:
         os.sched_setaffinity(0, {pin})
     kernel, variant, shape = case
@@ -54,31 +56,7 @@ def child(case, pin, wfd) -> None:
         t0 = timed.timer()
         timed.run()
         vals.append(timed.timer() - t0)
-    os.write(
-        wfd,
-        json.dumps(
-            dict(median_us=statistics.median(vals) * 1e6, min_us=min(vals) * 1e6, cpu=_cpu())
-        ).encode(),
-    )
-    os._exit(0)
-
-
-def fork_one(case, pin) -> dict:
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            child(case, pin, w)
-        finally:
-            os._exit(1)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data) if data else {"error": True}
+    return dict(median_us=statistics.median(vals) * 1e6, min_us=min(vals) * 1e6, cpu=_cpu())
 
 
 def spread(procs: int) -> list[dict]:
@@ -86,7 +64,7 @@ def spread(procs: int) -> list[dict]:
     pin_cpu = sorted(os.sched_getaffinity(0))[-1]
     for case in CASES:
         for pin in (None, pin_cpu):
-            got = [fork_one(case, pin) for _ in range(procs)]
+            got = [run_forked(functools.partial(child, case, pin))[0] for _ in range(procs)]
             meds = [g["median_us"] for g in got if "median_us" in g]
             row = dict(
                 kernel=case[0],

@@ -1,8 +1,10 @@
 """Run-to-run noise: compare the medians of two asv result sets of the same commit.
 
 Usage: python scripts/noise_check.py RESULTS_A RESULTS_B [--min-us 10] [--json OUT]
-Prints, per benchmark x params present in both, the relative difference of
-the medians, and the worst case among those >= --min-us.
+Prints, per time benchmark x params measured in both runs, the relative
+difference of the medians, and the worst case among those >= --min-us. Cells
+not re-run in B (identical samples) are left out, by the same pairing as
+``ltx2k power`` (ltx2k.analysis.power.pair_runs).
 """
 
 from __future__ import annotations
@@ -11,51 +13,38 @@ import argparse
 import json
 import sys
 
+from ltx2k.analysis.power import pair_runs
 from ltx2k.history.records import load_results
 
 
-def medians(path):
-    recs, _ = load_results(path)
-    return {
-        (r.machine, r.commit, r.benchmark, r.params): (r.value, r.samples)
-        for r in recs
-        if r.value is not None and r.benchmark.rsplit(".", 1)[-1].startswith("time_")
-    }
-
-
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--min-us", type=float, default=10.0)
     ap.add_argument("--json")
     args = ap.parse_args()
-    a, b = medians(args.a), medians(args.b)
-    common = sorted(set(a) & set(b), key=str)
-    # Identical raw samples mean the second run never replaced that result (a
-    # timed-out or filtered run): comparing it with itself would report 0% noise.
-    stale = [k for k in common if a[k][1] is not None and a[k][1] == b[k][1]]
-    if stale:
-        print(f"{len(stale)} benchmark(s) with identical samples in both runs (not re-run)")
-    a = {k: v[0] for k, v in a.items()}
-    b = {k: v[0] for k, v in b.items()}
-    rows = []
-    for k in [k for k in common if k not in set(stale)]:
-        rows.append(
-            dict(
-                benchmark=k[2],
-                params=dict(k[3]),
-                a_us=a[k] * 1e6,
-                b_us=b[k] * 1e6,
-                rel=abs(b[k] / a[k] - 1),
-            )
+    try:
+        machine, commit, pairs = pair_runs(
+            load_results(args.a)[0], load_results(args.b)[0], benchmarks="*.time_*", min_value=0.0
         )
-    if not rows:
-        print("no benchmark was measured in both runs", file=sys.stderr)
+    except ValueError as e:
+        print(f"noise_check: {e}", file=sys.stderr)
         return 1
+    rows = [
+        dict(
+            benchmark=a.benchmark,
+            params=dict(a.params),
+            a_us=a.value * 1e6,
+            b_us=b.value * 1e6,
+            rel=abs(b.value / a.value - 1),
+        )
+        for a, b in pairs
+    ]
     big = [r for r in rows if r["a_us"] >= args.min_us]
     worst = max(big, key=lambda r: r["rel"]) if big else None
-    print(f"{len(rows)} common time benchmarks, {len(big)} >= {args.min_us} us")
+    print(f"{machine} @ {commit[:8]}: {len(rows)} re-run time benchmarks, ", end="")
+    print(f"{len(big)} >= {args.min_us} us")
     if worst:
         print(
             f"worst >= {args.min_us} us: {worst['rel'] * 100:.2f}% "
@@ -65,7 +54,7 @@ def main():
         print(f"median rel diff: {sorted(r['rel'] for r in big)[len(big) // 2] * 100:.2f}%")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(rows=rows, worst=worst, not_rerun=len(stale)), f, indent=1)
+            json.dump(dict(machine=machine, commit=commit, rows=rows, worst=worst), f, indent=1)
     return 0
 
 

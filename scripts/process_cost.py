@@ -29,6 +29,7 @@ import ltx2k.kernels.adaln  # noqa: E402,F401  (preimported, as bench_kernels do
 import ltx2k.kernels.rope  # noqa: E402,F401
 from ltx2k import cases, runtime, shapes  # noqa: E402
 from ltx2k.measure import suite  # noqa: E402
+from ltx2k.measure.forked import run_forked  # noqa: E402
 
 CASES = [
     ("split_rope", "blocked", shapes.ROPE_SHAPES[0], "device_cold"),
@@ -43,7 +44,7 @@ CASES = [
 ]
 
 
-def child(case, wfd, compile_threads) -> None:
+def child(case, compile_threads) -> dict:
     kernel, variant, shape, metric = case
     if compile_threads is not None:
         import torch._inductor.config as inductor_config
@@ -67,31 +68,13 @@ def child(case, wfd, compile_threads) -> None:
         timed.run()
         timed.timer() - t0
     t.append(time.perf_counter())
-    phases = dict(
+    return dict(
         cuda_init=t[1] - t[0], first_call=t[2] - t[1], prepare=t[3] - t[2], samples20=t[4] - t[3]
     )
-    os.write(wfd, json.dumps(phases).encode())
-    os._exit(0)
 
 
 def run_case(case, compile_threads=None) -> dict:
-    r, w = os.pipe()
-    t0 = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            child(case, w, compile_threads)
-        finally:
-            os._exit(1)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    wall = time.perf_counter() - t0
-    out = json.loads(data) if data else {"error": f"child exit status {status}"}
+    out, wall = run_forked(lambda: child(case, compile_threads))
     kernel, variant, shape, metric = case
     return dict(kernel=kernel, variant=variant, shape=shape.label, metric=metric, wall=wall, **out)
 

@@ -48,3 +48,26 @@ def test_compiled_peer_is_deterministic_and_rounds_like_eager():
     cases.variant_fn("split_rope", "compiled")  # torch.compile is lazy: nothing compiles here
     assert inductor_config.emulate_precision_casts is True
     assert inductor_config.triton.autotune_pointwise is False
+
+
+def test_run_forked_returns_the_childs_result_from_another_process():
+    import os
+
+    from ltx2k.measure.forked import run_forked
+
+    out, wall = run_forked(lambda: {"pid": os.getpid(), "x": 2})
+    assert out["x"] == 2 and out["pid"] != os.getpid() and wall > 0
+
+
+def test_run_forked_reports_a_failing_or_dying_child():
+    import os
+
+    from ltx2k.measure.forked import run_forked
+
+    def boom():
+        raise ValueError("bad case")
+
+    out, _ = run_forked(boom)
+    assert "bad case" in out["error"]
+    out, _ = run_forked(lambda: os._exit(3))
+    assert "no result" in out["error"]
