@@ -93,7 +93,7 @@ def cmd_power(args: argparse.Namespace) -> int:
         if not records:
             raise ValueError(f"{path!r} holds no asv results ({len(problems)} problem(s))")
         runs.append(records)
-    ratios = [float(r) for r in args.ratio] or [None]
+    ratios = list(args.ratio) or [None]
     reports = []
     for ratio in ratios:
         thr = None
@@ -315,7 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-us", type=float, default=10.0, help="cells with a base >= this (10)")
     s.add_argument("--exclude", action="append", metavar="GLOB", help='e.g. "* compiled *"')
     s.add_argument(
-        "--ratio", action="append", default=[], help="device-time threshold(s) to try (repeatable)"
+        "--ratio",
+        action="append",
+        type=float,
+        default=[],
+        help="device-time threshold ratio(s) to try, e.g. 1.03 (repeatable)",
     )
     s.add_argument("--json", help="write the result here")
     s.add_argument("--plot", help="write the detection curve (PNG) here")

@@ -138,3 +138,14 @@ def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
     assert all(d["cells"] == 3 and d["false_flags"] == [] for d in data)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "smallest slowdown flagged in every cell" in capsys.readouterr().out
+
+
+def test_cli_bad_ratio_is_named(monkeypatch, capsys):
+    a, b = aa_pair(2)
+    runs = {"A": a, "B": b}
+    monkeypatch.setattr("ltx2k.history.records.load_results", lambda path: (runs[str(path)], []))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["power", "A", "B", "--ratio", "abc"])
+    assert e.value.code != 0 and "--ratio" in capsys.readouterr().err
+    assert cli.main(["power", "A", "B", "--ratio", "0.9"]) != 0
+    assert "ratio >= 1.0" in capsys.readouterr().err
