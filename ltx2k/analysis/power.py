@@ -78,9 +78,9 @@ class PowerReport:
         }
 
 
-def _label(rec: Record) -> str:
-    p = dict(rec.params)
-    return " ".join([rec.benchmark.split(".", 1)[-1], *p.values()])
+def _label(benchmark: str, params) -> str:
+    """ "SplitRope.time_device_cold blocked B1_S1024_H32_D128": what reports and --exclude use."""
+    return " ".join([benchmark.split(".", 1)[-1], *dict(params).values()])
 
 
 def _scaled(rec: Record, f: float) -> Record:
@@ -138,7 +138,7 @@ def pair_runs(
             continue
         if a.samples is not None and a.samples == b.samples:
             continue
-        if any(fnmatch.fnmatchcase(_label(a), g) for g in exclude):
+        if any(fnmatch.fnmatchcase(_label(a.benchmark, a.params), g) for g in exclude):
             continue
         pairs.append((a, b))
     if not pairs:
@@ -160,8 +160,7 @@ def _flags_one_way(pairs, factor: float, thresholds: Thresholds) -> set[str]:
     for row in report.rows:
         for cell in row.cells.values():
             if cell.flag == "regression":
-                name = row.benchmark.split(".", 1)[-1]
-                flagged.add(" ".join([name, *dict(row.params).values()]))
+                flagged.add(_label(row.benchmark, row.params))
     return flagged
 
 
@@ -194,7 +193,8 @@ def detection_power(
     )
     ratio = thresholds.ratio_for("x.time_device_cold")
     note = f"time_device_* ratio {ratio}, alpha {thresholds.alpha}"
-    return PowerReport(mach, sha, tuple(_label(a) for a, _ in pairs), false_flags, points, note)
+    cells = tuple(_label(a.benchmark, a.params) for a, _ in pairs)
+    return PowerReport(mach, sha, cells, false_flags, points, note)
 
 
 def format_report(rep: PowerReport) -> str:
