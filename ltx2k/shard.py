@@ -661,8 +661,38 @@ class ShardRunResult:
         return max((c for c in codes if c is not None), default=0)
 
 
-def shard_env(base: Mapping[str, str], gpu: Gpu, cpu: bool = False) -> dict[str, str]:
+MACHINE_FILE = ".asv-machine.json"
+
+
+def shard_home(base: Mapping[str, str], home: Path) -> dict[str, str]:
+    """Environment entries that give one shard's asv a HOME of its own.
+
+    Every ``asv run`` rewrites ``~/.asv-machine.json`` in place as it starts
+    (``asv.machine.Machine.load`` saves, non-atomically), so concurrent shards
+    sharing a HOME can read a half-written file and fail. Each shard gets a copy
+    in its own HOME; the caches that default under HOME keep pointing at the
+    real ones (Triton's kernels, ltx2k's measured bandwidth), and so do packages
+    installed with ``pip install --user``.
+    """
+    real = Path(base.get("HOME") or os.path.expanduser("~"))
+    home.mkdir(parents=True, exist_ok=True)
+    src = real / MACHINE_FILE
+    if src.exists():
+        shutil.copyfile(src, home / MACHINE_FILE)
+    return {
+        "HOME": str(home),
+        "TRITON_CACHE_DIR": base.get("TRITON_CACHE_DIR") or str(real / ".triton" / "cache"),
+        "XDG_CACHE_HOME": base.get("XDG_CACHE_HOME") or str(real / ".cache"),
+        "PYTHONUSERBASE": base.get("PYTHONUSERBASE") or str(real / ".local"),
+    }
+
+
+def shard_env(
+    base: Mapping[str, str], gpu: Gpu, cpu: bool = False, home: Path | None = None
+) -> dict[str, str]:
     env = dict(base)
+    if home is not None:
+        env.update(shard_home(base, home))
     env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
     # Informational, for logs and benchmark code; asv never records os.environ.
     env["LTX2K_GPU_INDEX"] = str(gpu.index)
@@ -733,7 +763,9 @@ def shard_run(
         idle = ", ".join(s.gpu.label for s in shards if not s.commits)
         say(f"{len(commits)} commit(s) for {len(shards)} GPUs: {idle} stay idle")
     outcomes = {s.gpu: ShardOutcome(s.gpu, s.commits) for s in shards}
-    envs = {s.gpu: shard_env(base_env, s.gpu, cpu) for s in shards}
+    envs = {
+        s.gpu: shard_env(base_env, s.gpu, cpu, home=work / f"home{i}") for i, s in enumerate(shards)
+    }
     seeds: dict[str, bytes] = {}
     for s in active:
         s.results.mkdir(parents=True)

@@ -748,3 +748,23 @@ def test_end_to_end_two_fake_gpus_on_the_interpreter(tmp_path, monkeypatch):
         assert tags[names[1]]["mode"] == "exclusive"
         uuids |= {t["gpu_uuid"] for t in tags.values()}
     assert uuids == {"GPU-fake-0000", "GPU-fake-1111"}  # one commit per fake GPU
+
+
+def test_each_shard_gets_its_own_home_with_the_machine_file(tmp_path):
+    """asv rewrites ~/.asv-machine.json as it starts; shards must not share one."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / ".asv-machine.json").write_text('{"h200": {"machine": "h200"}, "version": 1}\n')
+    base = {"HOME": str(real), "TRITON_CACHE_DIR": "/data/triton"}
+    gpus = [shard.Gpu(0, "GPU-a", "Fake"), shard.Gpu(1, "GPU-b", "Fake")]
+    envs = [shard.shard_env(base, g, home=tmp_path / f"home{g.index}") for g in gpus]
+    homes = [e["HOME"] for e in envs]
+    assert len(set(homes)) == 2 and str(real) not in homes
+    for e in envs:
+        copied = Path(e["HOME"]) / ".asv-machine.json"
+        assert copied.read_text() == (real / ".asv-machine.json").read_text()
+        assert e["TRITON_CACHE_DIR"] == "/data/triton"  # an explicit cache dir is kept
+        assert e["XDG_CACHE_HOME"] == str(real / ".cache")  # ltx2k's bandwidth cache stays
+        assert e["PYTHONUSERBASE"] == str(real / ".local")
+    no_dir = shard.shard_env({"HOME": str(real)}, gpus[0], home=tmp_path / "h")
+    assert no_dir["TRITON_CACHE_DIR"] == str(real / ".triton" / "cache")
