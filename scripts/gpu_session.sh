@@ -12,7 +12,7 @@ log() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
 for step in $steps; do
   log "$step"
   case $step in
-    info) { nvidia-smi; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
+    info) { nvidia-smi; nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
     tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_variants_v2.py tests/test_machine.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
@@ -39,6 +39,17 @@ for step in $steps; do
               head -40 "$OUT/regress_inject.md";
               timeout ${CONT_TIMEOUT:-150} python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 ${BASE:-main} inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1
             tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
+    interference) # issue 6, on a 2-GPU host; INTERF_CONDITIONS splits it over two calls, the
+                  # first call's OUT carried back in as .carry/interference.tgz
+           [ -d /tmp/interference ] || { [ -f .carry/interference.tgz ] && tar xzf .carry/interference.tgz -C /tmp; }
+           ( cd /tmp/repo && LTX2K_PYTHON=python3 LTX2K_CONDITIONS="${INTERF_CONDITIONS:-}" LTX2K_WARMUP_S=${INTERF_WARMUP_S:-20} \
+               LTX2K_BENCH="${INTERF_BENCH:-\.time_(device_cold|device_warm|host_latency)}" \
+               timeout ${INTERF_TIMEOUT:-540} bash scripts/interference.sh HEAD /tmp/interference ) 2>&1 | grep -v "^\s*$" | tee "$OUT/interference.log" | grep -E "interference\]|real|total" | tail -20
+           tar czf "$OUT/interference.tgz" -C /tmp interference ;;
+    shard) # a commit range sharded over every GPU of the host (issue 6, deliverable 1)
+           ( cd /tmp/repo && time timeout ${SHARD_TIMEOUT:-240} ltx2k shard-run --results /tmp/shard-results -- \
+               -b "${SHARD_BENCH:-time_device_cold|AdaValues9.time_host_latency}" ${SHARD_RANGE:-HEAD~2..HEAD} ) 2>&1 | tee "$OUT/shard.log" | grep -v "^\s*$" | tail -25
+           tar czf "$OUT/shard-results.tgz" -C /tmp shard-results ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac

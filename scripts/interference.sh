@@ -30,6 +30,11 @@
 #   LTX2K_LOAD_DEVICE cuda (default) or cpu (smoke test of `load` without a GPU)
 #   LTX2K_LOAD_SECONDS stop the copy loop after this many seconds (default: run until killed)
 #   LTX2K_ALLOW_BUSY=1 run even if nvidia-smi shows other compute processes
+#   LTX2K_CONDITIONS  the conditions to run, in order (default: all four). A lease too short
+#                     for all four runs them in two calls into the same OUT (the first
+#                     call's results/ carried over); the report covers every condition
+#                     whose results OUT holds, once alone is among them. Record the GPUs'
+#                     UUIDs (OUT/logs/gpus.csv): the two calls must have measured the same GPU.
 #   LTX2K_DRY_RUN=1   print the plan and the commands, run nothing
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -86,6 +91,13 @@ bench=${LTX2K_BENCH:-'\.time_(device_cold|host_latency)'}
 warmup=${LTX2K_WARMUP_S:-30}
 read -r -a run_args <<<"${LTX2K_RUN_ARGS:-}"
 dry=${LTX2K_DRY_RUN:-0}
+all_conditions=(alone concurrent-suite concurrent-load alone-repeat)
+read -r -a conditions <<<"${LTX2K_CONDITIONS:-${all_conditions[*]}}"
+[[ ${#conditions[@]} -gt 0 ]] || die "LTX2K_CONDITIONS is empty"
+for c in "${conditions[@]}"; do
+    [[ " ${all_conditions[*]} " == *" $c "* ]] ||
+        die "LTX2K_CONDITIONS: unknown condition '$c' (known: ${all_conditions[*]})"
+done
 # Indices mean nvidia-smi's (PCI bus) order, for CUDA as well.
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 [[ "$gpu_a" =~ ^[0-9]+$ && "$gpu_b" =~ ^[0-9]+$ && "$gpu_a" != "$gpu_b" ]] ||
@@ -108,7 +120,7 @@ neighbour_tail=(-- "${run_args[@]}" "$commit^!") # the whole suite, as a shard w
 
 log "commit ${commit:0:12}, GPU $gpu_a measured, GPU $gpu_b neighbour ($name_a); out $out"
 if [[ "$dry" == 1 ]]; then
-    for cond in alone concurrent-suite concurrent-load alone-repeat; do
+    for cond in "${conditions[@]}"; do
         case $cond in
         concurrent-suite) echo "neighbour: CUDA_VISIBLE_DEVICES=$gpu_b ${measure_cmd[*]} $out/neighbour ${neighbour_tail[*]} (looped)" ;;
         concurrent-load) echo "neighbour: CUDA_VISIBLE_DEVICES=$gpu_b bash $0 load" ;;
@@ -173,21 +185,34 @@ measure() { # CONDITION
     snapshot
 }
 
-measure alone
-log "concurrent-suite: starting the suite on GPU $gpu_b"
-start_neighbour suite "$out/logs/neighbour-suite.log"
-measure concurrent-suite
-stop_neighbour
-log "concurrent-load: starting the copy loop on GPU $gpu_b"
-start_neighbour load "$out/logs/neighbour-load.log"
-measure concurrent-load
-stop_neighbour
-measure alone-repeat
+# The whole GPU, clocks and UUIDs included: calls that share one OUT must match here.
+nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,driver_version --format=csv >>"$out/logs/gpus.csv" || true
+for cond in "${conditions[@]}"; do
+    case $cond in
+    concurrent-suite)
+        log "concurrent-suite: starting the suite on GPU $gpu_b"
+        start_neighbour suite "$out/logs/neighbour-suite.log"
+        ;;
+    concurrent-load)
+        log "concurrent-load: starting the copy loop on GPU $gpu_b"
+        start_neighbour load "$out/logs/neighbour-load.log"
+        ;;
+    esac
+    measure "$cond"
+    stop_neighbour
+done
 
-"$PY" -m ltx2k.cli interference \
-    --condition "alone=$out/results/alone" \
-    --condition "concurrent-suite=$out/results/concurrent-suite" \
-    --condition "concurrent-load=$out/results/concurrent-load" \
-    --condition "alone-repeat=$out/results/alone-repeat" \
+# Report on every condition this OUT holds (an earlier call may have run the others).
+cond_args=()
+for cond in "${all_conditions[@]}"; do
+    [[ -d "$out/results/$cond" ]] && cond_args+=(--condition "$cond=$out/results/$cond")
+done
+if [[ ! -d "$out/results/alone" || ${#cond_args[@]} -lt 4 ]]; then
+    log "report: needs alone and at least one other condition; have: ${cond_args[*]:-none}"
+    exit 0
+fi
+decide=()
+[[ -d "$out/results/concurrent-suite" ]] || decide=(--decide "${cond_args[3]%%=*}")
+"$PY" -m ltx2k.cli interference "${cond_args[@]}" "${decide[@]}" \
     --commit "$commit" --out "$out/report" >"$out/report.md"
 log "report: $out/report/interference.md; policy for shard-run: $out/report/policy.json"

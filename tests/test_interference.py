@@ -491,6 +491,20 @@ def test_script_dry_run_plan(tmp_path):
     assert "load" in neighbours[1]
 
 
+def test_script_dry_run_runs_only_the_named_conditions(tmp_path):
+    """A short lease runs the conditions in two calls: each call plans only its own."""
+    fake_nvidia_smi(tmp_path / "bin")
+    out = script(
+        ["HEAD", str(tmp_path / "o")],
+        tmp_path,
+        LTX2K_DRY_RUN="1",
+        LTX2K_CONDITIONS="concurrent-load alone-repeat",
+    )
+    assert out.returncode == 0, out.stderr
+    plan = [ln.split(": ", 1)[0] for ln in out.stdout.splitlines()]
+    assert plan == ["neighbour", "concurrent-load", "alone-repeat", "report"]
+
+
 @pytest.mark.parametrize(
     "names, busy, env, message",
     [
@@ -498,6 +512,8 @@ def test_script_dry_run_plan(tmp_path):
         (("Fake GPU", "Fake GPU"), "1234, python", {}, "other compute processes"),
         (("Fake GPU",), "", {}, "not both in"),
         (("Fake GPU", "Fake GPU"), "", {"LTX2K_GPU_B": "0"}, "two different GPU indices"),
+        (("Fake GPU", "Fake GPU"), "", {"LTX2K_CONDITIONS": "alone idle"}, "unknown condition 'idle'"),
+        (("Fake GPU", "Fake GPU"), "", {"LTX2K_CONDITIONS": " "}, "LTX2K_CONDITIONS is empty"),
     ],
 )
 def test_script_refuses_unfit_hosts(tmp_path, names, busy, env, message):
@@ -536,11 +552,7 @@ def test_script_end_to_end_on_fake_gpus(tmp_path):
     (tmp_path / "home").mkdir()
     one = r"SplitRope\.time_(device_cold|host_latency)\('blocked', 'B2_S1_H5_D32'\)"
     out_dir = tmp_path / "out"
-    out = script(
-        ["HEAD", str(out_dir)],
-        tmp_path,
-        cwd=repo,
-        timeout=600,
+    env = dict(
         HOME=str(tmp_path / "home"),
         LTX2K_PYTHON=sys.executable,
         LTX2K_BENCH=one,
@@ -548,13 +560,26 @@ def test_script_end_to_end_on_fake_gpus(tmp_path):
         LTX2K_LOAD_DEVICE="cpu",
         LTX2K_LOAD_BYTES="1000000",
     )
-    assert out.returncode == 0, out.stderr[-3000:]
+    # Two calls into one OUT, as a short lease runs it; each reports on all the OUT holds.
+    for conditions in ("alone concurrent-suite", "concurrent-load alone-repeat"):
+        out = script(
+            ["HEAD", str(out_dir)],
+            tmp_path,
+            cwd=repo,
+            timeout=600,
+            LTX2K_CONDITIONS=conditions,
+            **env,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        data = json.loads((out_dir / "report" / "interference.json").read_text())
+        assert len(data["conditions"]) == (1 if conditions.startswith("alone") else 3)
+    # Each call recorded the GPUs it ran on, so the two halves can be checked to match.
+    assert (out_dir / "logs" / "gpus.csv").read_text().count("GPU-fake-0000") == 2
     for cond in ("alone", "concurrent-suite", "concurrent-load", "alone-repeat"):
         files = list((out_dir / "results" / cond / "cpu-interpreter").glob("*-*.json"))
         assert len(files) == 1
         tags = shard.read_tags(files[0])
         assert {t["gpu_uuid"] for t in tags.values()} == {"GPU-fake-0000"}  # GPU A only
-    data = json.loads((out_dir / "report" / "interference.json").read_text())
     assert set(data["conditions"]) == {"concurrent-suite", "concurrent-load", "alone-repeat"}
     # The neighbours really ran on GPU B, and were stopped.
     assert "commit 1/1" in (out_dir / "logs" / "neighbour-suite.log").read_text()
