@@ -41,7 +41,8 @@ How a run goes (:func:`shard_run`):
    store, so the tag survives; if asv itself rewrites the file later (a plain
    ``asv run`` of the same commit), the tag is dropped and the benchmark reads
    as "GPU unknown", never as the wrong GPU.
-6. **Merge** (:func:`merge_results`) into the one results directory: a result
+6. **Merge** (:func:`merge_results`), after each phase, into the one results
+   directory (so a run stopped in its second phase keeps the first's): a result
    file is per machine x commit x env, so merging is a copy; a file the
    destination changed since it was seeded is a conflict, reported and never
    overwritten, and the shard's copy is kept in the work directory.
@@ -58,6 +59,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -559,6 +561,27 @@ def _merge_benchmarks(dest: Path, shard_dirs: Sequence[Path], report: MergeRepor
     (report.replaced if current else report.copied).append("benchmarks.json")
 
 
+def _accumulate(total: MergeReport, rep: MergeReport) -> None:
+    """Fold one landing's report into the run's: a file counts once, as its strongest change.
+
+    Copied (new in dest) beats replaced beats unchanged: a file a first landing copied
+    and a second one updated is still new to whoever reads the report. A conflict is
+    kept once per path, its latest reason.
+    """
+    rank = {"copied": 2, "replaced": 1, "unchanged": 0}
+    where = {rel: kind for kind in rank for rel in getattr(total, kind)}
+    for kind in rank:
+        for rel in getattr(rep, kind):
+            old = where.get(rel)
+            if old is None or rank[kind] > rank[old]:
+                if old is not None:
+                    getattr(total, old).remove(rel)
+                getattr(total, kind).append(rel)
+                where[rel] = kind
+    paths = {c.path for c in rep.conflicts}
+    total.conflicts[:] = [c for c in total.conflicts if c.path not in paths] + rep.conflicts
+
+
 def merge_results(
     dest: Path, shard_dirs: Sequence[Path], seeds: Mapping[str, bytes] | None = None
 ) -> MergeReport:
@@ -801,19 +824,34 @@ def shard_run(
         outcomes[s.gpu].returncodes[phase] = rc
         say(f"[{phase}] {s.gpu.label} done (asv exit {rc})")
 
+    merge = MergeReport()
+    merge_seeds = dict(seeds)  # what dest held when each file was last handed to a shard
+
+    def land() -> None:
+        # Tag and merge after every phase, not once at the end: a run stopped later (a
+        # timeout, a cancelled job) keeps what the finished phases measured. Seen on a
+        # 2-GPU H200: a call limit killed a run in its exclusive phase, and the device
+        # times both GPUs had finished were never merged.
+        for s in active:  # always against the first seeds: asv drops our tag on rewrite
+            tag_results(s.results, machine, s.gpu, modes, seeds)
+        rep = merge_results(dest, [s.results for s in active], merge_seeds)
+        _accumulate(merge, rep)
+        for rel in rep.copied + rep.replaced + rep.unchanged:
+            merge_seeds[rel] = (dest / rel).read_bytes()  # ours now: the next landing may replace
+
     try:
         if concurrent:
             with ThreadPoolExecutor(max_workers=len(active)) as pool:
                 list(pool.map(lambda s: one(s, MODE_CONCURRENT, concurrent), active))
+            land()
         if exclusive:
             for s in active:  # one GPU at a time; the others idle
                 one(s, MODE_EXCLUSIVE, exclusive)
-        for s in active:
-            tag_results(s.results, machine, s.gpu, modes, seeds)
-        merge = merge_results(dest, [s.results for s in active], seeds)
+            land()
     except BaseException:
         # Interrupted or broken after measuring: what the shards wrote is still on disk.
-        say(f"stopped before the merge finished; shard results kept in {work}")
+        landed = f"; merged before the stop: {len(merge.copied) + len(merge.replaced)} file(s)"
+        say(f"stopped before the merge finished{landed}; shard results kept in {work}")
         raise
     for c in merge.conflicts:
         say(f"CONFLICT {c.path}: {c.reason}; the shard's copy is kept at {c.kept}")
@@ -931,6 +969,28 @@ def identify_machine(gpu: Gpu, environ: Mapping[str, str], cwd=None) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Turn SIGTERM into KeyboardInterrupt while a run is in flight.
+
+    Python's default SIGTERM handling exits at once, without ``except``/``finally``:
+    a `timeout` or a cancelled CI job would then skip the "shard results kept in
+    ..." report. As an exception, the stop takes shard_run's interrupted path.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may install handlers
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run(
     asv_args: Sequence[str],
     *,
@@ -973,7 +1033,8 @@ def run(
     launcher = AsvLauncher(config, machine, args.passthrough)
     cpu = machine == machine_mod.CPU_MACHINE
     # One keeper holds a context on every GPU of the host (see asv_run.run).
-    with contextlib.nullcontext() if cpu else runtime.ContextKeeper():
+    keeper = contextlib.nullcontext() if cpu else runtime.ContextKeeper()
+    with sigterm_as_interrupt(), keeper:
         res = shard_run(
             commits,
             chosen,

@@ -141,7 +141,11 @@ stop_neighbour() {
         neighbour_pid=""
     fi
 }
+# A timeout or Ctrl-C must stop the neighbour too: it runs in its own session (setsid), so
+# nothing else would, and it would hold GPU B (seen: a `timeout` left it running).
 trap stop_neighbour EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 snapshot() { # clocks, temperature, power: thermal or power coupling shows up here
     nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu \

@@ -635,6 +635,48 @@ def test_a_failure_after_measuring_keeps_the_shard_results(tmp_path):
         shard.shard_run(commits(2), gpus(1) * 2, tmp_path / "r", FakeAsv(), machine=MACHINE)
 
 
+def test_a_run_stopped_in_its_exclusive_phase_keeps_the_concurrent_phase(tmp_path):
+    """A timeout or a cancelled job in phase 2 must not lose what phase 1 measured."""
+
+    def stop_in_exclusive(commits_, env, results_dir, bench):
+        if any("time_host_latency" in b for b in bench):
+            raise KeyboardInterrupt  # what the CLI turns SIGTERM into, too
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, FakeAsv(hook=stop_in_exclusive), n_gpus=2, n_commits=4)
+    dest = tmp_path / "results"
+    for c in commits(4):
+        data = load_file(dest, c)
+        assert sorted(data["results"]) == NOT_HOST  # every device-time result landed
+        tags = shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+        assert set(tags) == set(NOT_HOST)
+        assert {t["mode"] for t in tags.values()} == {"concurrent"}
+    (work,) = tmp_path.glob("ltx2k-shard-*")  # kept for inspection
+    shutil.rmtree(work)
+
+
+def test_two_landings_report_each_file_once(tmp_path):
+    res = run(tmp_path, FakeAsv(), n_gpus=2, n_commits=3)
+    # Landed after each phase: new files count as new, not as "updated" by the second landing.
+    names = sorted(f"{MACHINE}/{c[:8]}-{ENV_NAME}.json" for c in commits(3))
+    assert sorted(r for r in res.merge.copied if r.endswith(f"{ENV_NAME}.json")) == names
+    assert not set(res.merge.replaced) & set(res.merge.copied)
+    assert not res.merge.unchanged and not res.merge.conflicts
+    for c in commits(3):
+        tags = shard.read_tags(tmp_path / "results" / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+        assert sorted(tags) == SUITE_NAMES  # phase-1 tags survived asv's phase-2 rewrite
+
+
+def test_accumulate_keeps_the_strongest_change_and_one_conflict_per_path():
+    total = shard.MergeReport()
+    c1 = shard.Conflict("h200/x.json", "/w/1", "first")
+    shard._accumulate(total, shard.MergeReport(copied=["a"], unchanged=["b"], conflicts=[c1]))
+    c2 = shard.Conflict("h200/x.json", "/w/2", "second")
+    shard._accumulate(total, shard.MergeReport(replaced=["a", "b"], copied=["c"], conflicts=[c2]))
+    assert (sorted(total.copied), total.replaced, total.unchanged) == (["a", "c"], ["b"], [])
+    assert total.conflicts == [c2]
+
+
 def test_discovery_failure_is_an_error(tmp_path):
     def no_discovery(commits_, env, results_dir, bench):
         return 1
@@ -768,3 +810,14 @@ def test_each_shard_gets_its_own_home_with_the_machine_file(tmp_path):
         assert e["PYTHONUSERBASE"] == str(real / ".local")
     no_dir = shard.shard_env({"HOME": str(real)}, gpus[0], home=tmp_path / "h")
     assert no_dir["TRITON_CACHE_DIR"] == str(real / ".triton" / "cache")
+
+
+def test_sigterm_becomes_an_interrupt_and_the_handler_is_restored():
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="signal 15"):
+        with shard.sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+    assert signal.getsignal(signal.SIGTERM) is before
