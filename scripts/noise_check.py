@@ -30,7 +30,10 @@ def main() -> int:
     args = ap.parse_args()
     try:
         machine, commit, pairs = pair_runs(
-            load_results(args.a)[0], load_results(args.b)[0], benchmarks=args.benchmarks, min_value=0.0
+            load_results(args.a)[0],
+            load_results(args.b)[0],
+            benchmarks=args.benchmarks,
+            min_value=0.0,
         )
     except ValueError as e:
         print(f"noise_check: {e}", file=sys.stderr)

@@ -512,7 +512,12 @@ def test_script_dry_run_runs_only_the_named_conditions(tmp_path):
         (("Fake GPU", "Fake GPU"), "1234, python", {}, "other compute processes"),
         (("Fake GPU",), "", {}, "not both in"),
         (("Fake GPU", "Fake GPU"), "", {"LTX2K_GPU_B": "0"}, "two different GPU indices"),
-        (("Fake GPU", "Fake GPU"), "", {"LTX2K_CONDITIONS": "alone idle"}, "unknown condition 'idle'"),
+        (
+            ("Fake GPU", "Fake GPU"),
+            "",
+            {"LTX2K_CONDITIONS": "alone idle"},
+            "unknown condition 'idle'",
+        ),
         (("Fake GPU", "Fake GPU"), "", {"LTX2K_CONDITIONS": " "}, "LTX2K_CONDITIONS is empty"),
     ],
 )

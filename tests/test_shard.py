@@ -816,8 +816,7 @@ def test_sigterm_becomes_an_interrupt_and_the_handler_is_restored():
     import signal
 
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt, match="signal 15"):
-        with shard.sigterm_as_interrupt():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler interrupts this
+    with pytest.raises(KeyboardInterrupt, match="signal 15"), shard.sigterm_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
     assert signal.getsignal(signal.SIGTERM) is before
