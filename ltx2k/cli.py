@@ -387,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
         "     machine), or a machine named with --machine had nothing comparable\n"
         'thresholds file (JSON): {"thresholds": {"*SplitRope.time_device_cold": 1.03},\n'
         '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002}; defaults in\n'
-        "  docs/history.md (device time 1.03, host latency 1.15, allocations: any increase).",
+        "  docs/history.md (device time 1.03, host latency 2.2, allocations: any increase).",
     )
     s.add_argument("--results", required=True, help="asv results directory")
     s.add_argument("--head", required=True, help="commit sha (or, with --repo, any git ref)")

@@ -219,7 +219,7 @@ def test_too_few_cells_are_inconclusive_and_keep_the_default():
     assert f.verdict == itf.FAMILY_INCONCLUSIVE  # 2/2**6 > 0.002: the test cannot decide
     assert rep.family("concurrent-suite", "time_device_cold").n_cells == 0
     policy = itf.suggest_policy(rep)
-    assert policy["exclusive"] == list(shard.DEFAULT_EXCLUSIVE)
+    assert policy["exclusive"] == list(shard.CONSERVATIVE_EXCLUSIVE)
 
 
 def test_cells_without_samples_or_ci_are_insufficient():
@@ -300,7 +300,7 @@ def test_policy_follows_the_verdicts(verdicts, expected):
     assert policy["exclusive"] == expected
     assert policy["verdicts"] == verdicts
     pol = shard.Policy(tuple(policy["exclusive"]))  # what shard-run will do with it
-    default = shard.Policy()
+    default = shard.Policy(shard.CONSERVATIVE_EXCLUSIVE)
     for fam, v in verdicts.items():
         name = f"bench_kernels.SplitRope.{fam}"
         want = {"within-noise": False, "exceeds-noise": True}.get(v, default.is_exclusive(name))
@@ -591,3 +591,38 @@ def test_script_end_to_end_on_fake_gpus(tmp_path):
     assert "load:" in (out_dir / "logs" / "neighbour-load.log").read_text()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(out_dir / "neighbour") not in ps and "interference.sh load" not in ps
+
+
+# --- the measurement behind shard-run's default ----------------------------------------------
+
+MEASURED = Path(__file__).resolve().parents[1] / "docs" / "data"
+MEASURED = MEASURED / "h200x2-2026-11-29-interference-results.tgz"
+
+
+def test_default_policy_is_what_the_h200_measurement_supports(tmp_path):
+    """shard.DEFAULT_EXCLUSIVE is re-derived from the committed 2x H200 results.
+
+    The four conditions' asv results are data in the repo; analysing them again
+    must give the verdicts the default rests on. Changing the default without
+    a new measurement, or breaking the analysis, fails here.
+    """
+    import tarfile
+
+    with tarfile.open(MEASURED) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "interference" / "results"
+    conds = ("alone", "concurrent-suite", "concurrent-load", "alone-repeat")
+    rep = itf.analyse({c: itf.load_condition(root / c) for c in conds})
+    assert rep.machine == "h200"
+    for cond in rep.conditions:
+        for fam in itf.FAMILIES:
+            f = rep.family(cond, fam)
+            assert f.n_cells >= 60 and f.verdict == itf.FAMILY_WITHIN, (cond, fam)
+            assert f.shift_ci[1] < 0.01  # no neighbour made anything slower by 1%
+    dev = rep.family("concurrent-suite", "time_device_cold")
+    assert abs(dev.median_shift) < 0.001 and dev.median_band < 0.005
+    # Host latency's run-to-run scatter is as large with no neighbour at all.
+    host = {c: rep.family(c, "time_host_latency").median_abs_shift for c in rep.conditions}
+    assert host["alone-repeat"] > 0.10 and host["concurrent-suite"] < 1.5 * host["alone-repeat"]
+    policy = itf.suggest_policy(rep)  # from the conservative prior
+    assert policy["exclusive"] == list(shard.DEFAULT_EXCLUSIVE) == []

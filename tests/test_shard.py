@@ -160,7 +160,10 @@ def load_file(dest: Path, commit: str) -> dict:
     return json.loads((dest / MACHINE / f"{commit[:8]}-{ENV_NAME}.json").read_text())
 
 
-def run(tmp_path, fake, n_gpus=3, n_commits=7, bench=(), policy=None, dest=None):
+HOST_EXCLUSIVE = shard.Policy(shard.CONSERVATIVE_EXCLUSIVE)  # exercises both phases
+
+
+def run(tmp_path, fake, n_gpus=3, n_commits=7, bench=(), policy=HOST_EXCLUSIVE, dest=None):
     return shard.shard_run(
         commits(n_commits),
         gpus(n_gpus),
@@ -324,9 +327,11 @@ def test_phase_regexes_select_the_phase_within_the_user_filter(names, user):
 
 
 def test_partition_follows_policy_and_filter():
-    conc, excl = shard.partition(SUITE, [], shard.Policy())
+    conc, excl = shard.partition(SUITE, [], HOST_EXCLUSIVE)
     assert (list(conc), list(excl)) == (NOT_HOST, HOST)
-    conc, excl = shard.partition(SUITE, [r"SplitRope\.time_"], shard.Policy())
+    conc, excl = shard.partition(SUITE, [], shard.Policy())  # the measured default
+    assert (list(conc), excl) == (SUITE_NAMES, ())
+    conc, excl = shard.partition(SUITE, [r"SplitRope\.time_"], HOST_EXCLUSIVE)
     assert conc == ("bench_kernels.SplitRope.time_device_cold",)
     assert excl == ("bench_kernels.SplitRope.time_host_latency",)
     conc, excl = shard.partition(SUITE, [], shard.Policy(()))
@@ -339,7 +344,8 @@ def test_policy_load_and_validation(tmp_path):
     pol = shard.Policy.load(p)
     assert pol.is_exclusive("bench_kernels.SplitRope.time_device_cold")
     assert not pol.is_exclusive("bench_kernels.SplitRope.time_host_latency")
-    assert shard.Policy().is_exclusive("bench_kernels.AdaValues9.time_host_latency")
+    assert HOST_EXCLUSIVE.is_exclusive("bench_kernels.AdaValues9.time_host_latency")
+    assert not shard.Policy().is_exclusive("bench_kernels.AdaValues9.time_host_latency")
     with pytest.raises(ValueError, match="does not compile"):
         shard.Policy(("(",))
     with pytest.raises(TypeError, match="sequence of regex"):
@@ -746,7 +752,17 @@ def test_dry_run_prints_the_split(tmp_path, monkeypatch, capsys):
     newest_first = list(reversed(cs))[:3]
     assert out[0].split()[2:] == [newest_first[0][:8], newest_first[2][:8]]
     assert out[1].split()[2:] == [newest_first[1][:8]]
-    assert re.search(r"time_host_latency", out[2])
+    assert out[2].startswith("exclusive: [];")  # the measured default: nothing waits
+    shard.run(
+        ["HEAD~3..HEAD"],
+        gpu_list=gpus(2),
+        machine="h200",
+        config=str(conf),
+        results=str(tmp_path / "empty"),
+        dry_run=True,
+        policy=HOST_EXCLUSIVE,
+    )
+    assert re.search(r"time_host_latency", capsys.readouterr().out.splitlines()[2])
 
 
 # --- end to end: real asv on the CPU interpreter, two fake GPUs ------------------------------
@@ -770,6 +786,7 @@ def test_end_to_end_two_fake_gpus_on_the_interpreter(tmp_path, monkeypatch):
         ["-b", rf"SplitRope\.time_(device_warm|host_latency){one}", "HEAD~2..HEAD"],
         gpu_list=[shard.Gpu(0, "GPU-fake-0000", "Fake"), shard.Gpu(1, "GPU-fake-1111", "Fake")],
         results=str(tmp_path / "results"),
+        policy=HOST_EXCLUSIVE,  # both phases, with real asv
     )
     assert rc == 0
     from ltx2k.history.records import load_results

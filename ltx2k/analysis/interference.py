@@ -87,6 +87,13 @@ class FamilyShift:
     median_band: float | None
     p_value: float | None  # Wilcoxon signed-rank on log ratios
     verdict: str  # FAMILY_EXCEEDS | FAMILY_WITHIN | FAMILY_INCONCLUSIVE
+    # 95% bootstrap CI of the median shift: the largest systematic shift the data allow,
+    # which is what a "within noise" verdict is worth.
+    shift_ci: tuple[float, float] | None = None
+    # Median |shift| over the cells: the cell-to-cell scatter. Compared with the control
+    # (alone-repeat) it shows whether a neighbour makes single cells less repeatable,
+    # even when it shifts none of them on average.
+    median_abs_shift: float | None = None
 
 
 @dataclass(frozen=True)
@@ -233,15 +240,50 @@ def _family(condition: str, family: str, cells: list[CellShift], alpha: float) -
     logs = np.log1p(np.array([c.shift for c in used]))
     median_shift = float(np.expm1(np.median(logs)))
     median_band = float(np.median([c.band for c in used]))
+    spread = dict(
+        shift_ci=_median_ci(logs), median_abs_shift=float(np.median(np.abs(np.expm1(logs))))
+    )
     if not _wilcoxon_can_reach(n, alpha):
         return FamilyShift(
-            condition, family, n, n_exc, median_shift, median_band, None, FAMILY_INCONCLUSIVE
+            condition,
+            family,
+            n,
+            n_exc,
+            median_shift,
+            median_band,
+            None,
+            FAMILY_INCONCLUSIVE,
+            **spread,
         )
     # All-zero differences (bit-identical runs) make Wilcoxon undefined: no shift at all.
     p = 1.0 if not np.any(logs) else float(wilcoxon(logs).pvalue)
     exceeds = p < alpha and abs(median_shift) > median_band
     verdict = FAMILY_EXCEEDS if exceeds else FAMILY_WITHIN
-    return FamilyShift(condition, family, n, n_exc, median_shift, median_band, p, verdict)
+    return FamilyShift(condition, family, n, n_exc, median_shift, median_band, p, verdict, **spread)
+
+
+def _median_ci(logs, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Percentile-bootstrap CI of the median of per-cell log ratios, as shifts.
+
+    scipy.stats.bootstrap with a fixed seed: the same results give the same report.
+    """
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    if len(logs) < 3:
+        return None
+    if not np.any(logs != logs[0]):  # degenerate sample (e.g. bit-identical runs)
+        return (float(np.expm1(logs[0])),) * 2
+    res = bootstrap(
+        (logs,),
+        np.median,
+        confidence_level=confidence,
+        method="percentile",
+        n_resamples=2000,
+        random_state=np.random.default_rng(0),
+    )
+    lo, hi = res.confidence_interval
+    return float(np.expm1(lo)), float(np.expm1(hi))
 
 
 def analyse(
@@ -307,14 +349,15 @@ def suggest_policy(
 ) -> dict:
     """The shard-run policy these numbers support: ``{"exclusive": [...], ...}``.
 
-    Starts from shard-run's default. A family whose *decide* condition
-    stayed within noise loses its exclusive regexes (it may run concurrently);
+    Starts from shard-run's conservative prior (host latency exclusive). A family
+    whose *decide* condition stayed within noise loses its exclusive regexes (it
+    may run concurrently);
     one that exceeded noise keeps or gains ``\\.<family>$``; an inconclusive
     family (too few cells with samples) is no measurement and keeps the
     default, as do families not measured.
     """
     if default is None:
-        from ltx2k.shard import DEFAULT_EXCLUSIVE as default
+        from ltx2k.shard import CONSERVATIVE_EXCLUSIVE as default
     if decide not in report.conditions:
         raise ValueError(f"decide={decide!r} is not among conditions {list(report.conditions)}")
     exclusive = list(default)
@@ -364,14 +407,21 @@ def render_markdown(
         f"it when the shift is systematic (Wilcoxon signed-rank p < {report.alpha:g} over the "
         "cells) and its median is larger than the median band.",
         "",
-        "| metric | condition | cells | median shift | noise band (median) "
-        "| cells beyond noise | Wilcoxon p | verdict |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "",
+        "The 95% CI (bootstrap) bounds the systematic shift the data allow; median |shift| is "
+        "the cell-to-cell scatter, to be read against the control (`alone-repeat`), which "
+        "shows what two runs with no neighbour at all differ by.",
+        "",
+        "| metric | condition | cells | median shift | 95% CI | median \\|shift\\| "
+        "| noise band (median) | cells beyond noise | Wilcoxon p | verdict |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for f in sorted(report.families, key=lambda x: (x.family, x.condition)):
+        ci = f"{_pct(f.shift_ci[0])} .. {_pct(f.shift_ci[1])}" if f.shift_ci else "-"
         lines.append(
             f"| {_TITLES.get(f.family, f.family)} (`{f.family}`) | {f.condition} | {f.n_cells} "
-            f"| {_pct(f.median_shift)} | {_pct(f.median_band, signed=False)} "
+            f"| {_pct(f.median_shift)} | {ci} | {_pct(f.median_abs_shift, signed=False)} "
+            f"| {_pct(f.median_band, signed=False)} "
             f"| {f.n_exceeding}/{f.n_cells} | {_p(f.p_value)} | **{f.verdict}** |"
         )
     if policy is not None:

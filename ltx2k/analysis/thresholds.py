@@ -14,9 +14,15 @@ Defaults, and why:
   flags every injected 5% slowdown (at 1.05, a true 5% step is missed about
   half the time: its measured ratio straddles the threshold). The eager
   peer moved 2.3% at its largest shapes; see docs/history.md.
-- ``*.time_host_latency``: 1.15. Host-side latency includes Python, the
-  driver and CPU scheduling; samples vary by ~5%, and shared runners jitter
-  more. A tighter threshold would page people for noise.
+- ``*.time_host_latency``: 2.2. Host latency is Python, the driver and CPU
+  scheduling, and on a VM runner it is a property of the benchmark *process*:
+  four asv runs of one commit on a 2x H200 KVM host (2026-11-29) gave
+  per-cell median ratios between runs of 1.16 typical, 1.76 at the 95th
+  percentile, 2.15 at worst, with tight samples inside each process, so the
+  significance test passes and the old 1.15 flagged 38 of 72 cells of an A/A
+  pair. 2.2 is above every ratio measured: a flag means a gross change (the
+  separate/slab AdaLN difference is 2.65x). Lower it for a tighter runner,
+  after measuring one (``ltx2k power --benchmarks '*.time_host_latency'``).
 - ``*.track_allocations``: 1.0, i.e. any increase. Counts are exact.
 - ``*.track_pct_copy_bandwidth``: 1.05 (a drop to below 1/1.05 of the
   baseline percentage). Higher is better for this metric.
@@ -40,7 +46,7 @@ from dataclasses import dataclass
 
 DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.03),
-    ("*.time_host_latency", 1.15),
+    ("*.time_host_latency", 2.2),
     ("*.track_allocations", 1.0),
     ("*.track_pct_copy_bandwidth", 1.05),
     ("*", 1.05),
