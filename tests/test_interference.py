@@ -316,6 +316,8 @@ def test_outputs(report, tmp_path):
     for f in rep.families:
         row = next(r for r in rows if f"`{f.family}`" in r and f"| {f.condition} |" in r)
         assert f"**{f.verdict}**" in row and f"{f.n_exceeding}/{f.n_cells}" in row
+        lo, hi = f.shift_ci
+        assert lo <= f.median_shift <= hi and f"{lo * 100:+.2f}% .. {hi * 100:+.2f}%" in row
     data = json.loads(paths["json"].read_text())
     assert {(f["condition"], f["family"]) for f in data["families"]} == {
         (c, f) for c in INJECTED for f in NOISE

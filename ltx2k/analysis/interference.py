@@ -391,6 +391,10 @@ def _pct(x: float | None, signed: bool = True) -> str:
     return f"{x * 100:+.2f}%" if signed else f"±{x * 100:.2f}%"
 
 
+def _abs_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.2f}%"
+
+
 def _p(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2g}"
 
@@ -407,7 +411,6 @@ def render_markdown(
         f"it when the shift is systematic (Wilcoxon signed-rank p < {report.alpha:g} over the "
         "cells) and its median is larger than the median band.",
         "",
-        "",
         "The 95% CI (bootstrap) bounds the systematic shift the data allow; median |shift| is "
         "the cell-to-cell scatter, to be read against the control (`alone-repeat`), which "
         "shows what two runs with no neighbour at all differ by.",
@@ -420,7 +423,7 @@ def render_markdown(
         ci = f"{_pct(f.shift_ci[0])} .. {_pct(f.shift_ci[1])}" if f.shift_ci else "-"
         lines.append(
             f"| {_TITLES.get(f.family, f.family)} (`{f.family}`) | {f.condition} | {f.n_cells} "
-            f"| {_pct(f.median_shift)} | {ci} | {_pct(f.median_abs_shift, signed=False)} "
+            f"| {_pct(f.median_shift)} | {ci} | {_abs_pct(f.median_abs_shift)} "
             f"| {_pct(f.median_band, signed=False)} "
             f"| {f.n_exceeding}/{f.n_cells} | {_p(f.p_value)} | **{f.verdict}** |"
         )
