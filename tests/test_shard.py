@@ -739,30 +739,26 @@ def test_launcher_command_isolates_each_shard(tmp_path):
 def test_dry_run_prints_the_split(tmp_path, monkeypatch, capsys):
     cs, conf = git_repo(tmp_path, 4)
     monkeypatch.chdir(tmp_path)
-    rc = shard.run(
-        ["HEAD~3..HEAD"],
-        gpu_list=gpus(2),
-        machine="h200",
-        config=str(conf),
-        results=str(tmp_path / "empty"),
-        dry_run=True,
-    )
-    assert rc == 0
-    out = capsys.readouterr().out.splitlines()
+
+    def dry(**policy):
+        rc = shard.run(
+            ["HEAD~3..HEAD"],
+            gpu_list=gpus(2),
+            machine="h200",
+            config=str(conf),
+            results=str(tmp_path / "empty"),
+            dry_run=True,
+            **policy,
+        )
+        assert rc == 0
+        return capsys.readouterr().out.splitlines()
+
+    out = dry()
     newest_first = list(reversed(cs))[:3]
     assert out[0].split()[2:] == [newest_first[0][:8], newest_first[2][:8]]
     assert out[1].split()[2:] == [newest_first[1][:8]]
     assert out[2].startswith("exclusive: [];")  # the measured default: nothing waits
-    shard.run(
-        ["HEAD~3..HEAD"],
-        gpu_list=gpus(2),
-        machine="h200",
-        config=str(conf),
-        results=str(tmp_path / "empty"),
-        dry_run=True,
-        policy=HOST_EXCLUSIVE,
-    )
-    assert re.search(r"time_host_latency", capsys.readouterr().out.splitlines()[2])
+    assert re.search(r"time_host_latency", dry(policy=HOST_EXCLUSIVE)[2])
 
 
 # --- end to end: real asv on the CPU interpreter, two fake GPUs ------------------------------
