@@ -30,8 +30,8 @@
 #   LTX2K_LOAD_DEVICE cuda (default) or cpu (smoke test of `load` without a GPU)
 #   LTX2K_LOAD_SECONDS stop the copy loop after this many seconds (default: run until killed)
 #   LTX2K_ALLOW_BUSY=1 run even if nvidia-smi shows other compute processes
-#   LTX2K_CONDITIONS  the conditions to run, in order (default: all four). A lease too short
-#                     for all four runs them in two calls into the same OUT (the first
+#   LTX2K_CONDITIONS  the conditions to run, in order (default: all four). A job time limit
+#                     too short for all four runs them in two calls into the same OUT (the first
 #                     call's results/ carried over); the report covers every condition
 #                     whose results OUT holds, once alone is among them. Record the GPUs'
 #                     UUIDs (OUT/logs/gpus.csv): the two calls must have measured the same GPU.

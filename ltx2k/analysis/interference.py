@@ -354,7 +354,7 @@ def suggest_policy(
     may run concurrently);
     one that exceeded noise keeps or gains ``\\.<family>$``; an inconclusive
     family (too few cells with samples) is no measurement and keeps the
-    default, as do families not measured.
+    prior, as do families not measured.
     """
     if default is None:
         from ltx2k.shard import CONSERVATIVE_EXCLUSIVE as default
