@@ -48,7 +48,5 @@ def run(
     if dry_run:
         return 0
     machine.write_asv_machine_file(info)
-    if info["machine"] == machine.CPU_MACHINE or not keep_context:
-        return subprocess.call(cmd, env=env)
-    with runtime.ContextKeeper():
+    with runtime.context_keeper(keep_context and info["machine"] != machine.CPU_MACHINE):
         return subprocess.call(cmd, env=env)

@@ -39,7 +39,7 @@ def device() -> str:
     return "cpu" if interpreter_requested() else "cuda"
 
 
-# The process that holds_contexts runs: one CUDA context per visible device,
+# The process ContextKeeper runs: one CUDA context per visible device,
 # kept until its stdin closes (the parent exited or left the with-block).
 _KEEPER_CODE = """
 import sys, torch
@@ -92,3 +92,10 @@ class ContextKeeper:
         except Exception:  # never let cleanup mask the run's own outcome
             self.proc.kill()
         self.proc = None
+
+
+def context_keeper(enabled: bool):
+    """A :class:`ContextKeeper` where there is a GPU to keep warm, else a no-op context."""
+    import contextlib
+
+    return ContextKeeper() if enabled else contextlib.nullcontext()

@@ -1045,8 +1045,7 @@ def run(
     launcher = AsvLauncher(config, machine, args.passthrough)
     cpu = machine == machine_mod.CPU_MACHINE
     # One keeper holds a context on every GPU of the host (see asv_run.run).
-    keeper = contextlib.nullcontext() if cpu else runtime.ContextKeeper()
-    with sigterm_as_interrupt(), keeper:
+    with sigterm_as_interrupt(), runtime.context_keeper(not cpu):
         res = shard_run(
             commits,
             chosen,
