@@ -95,12 +95,14 @@ _preimport()
 # visible in one place: every benchmark x params is a process of its own).
 # - the torch.compile peer answers "is the Triton kernel worth it?" (cold device
 #   time, host latency); each of its processes pays a dynamo trace;
-# - the *_lean variants launch the very same compiled kernel as their base
-#   variant through a cheaper host path: only host latency can differ.
+# - the *_lean and *_native variants launch the very same compiled kernel as
+#   their base variant through a cheaper host path: only host latency can differ.
 VARIANT_METRICS = {
     "compiled": ("device_cold", "host"),
     "blocked_lean": ("host",),
     "slab_lean": ("host",),
+    "blocked_native": ("host",),
+    "slab_native": ("host",),
 }
 
 

@@ -36,6 +36,8 @@ CASES = [
     ("ada_values9", "slab_lean", shapes.ADA_SHAPES[0]),
     ("ada_values9", "eager", shapes.ADA_SHAPES[0]),
     ("split_rope", "blocked_lean", shapes.ROPE_SHAPES[3]),
+    ("ada_values9", "slab_native", shapes.ADA_SHAPES[0]),
+    ("split_rope", "blocked_native", shapes.ROPE_SHAPES[3]),
 ]
 
 
@@ -114,6 +116,9 @@ def breakdown() -> dict:
         "public slab_lean": _per_call(
             lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_lean")
         ),
+        "public slab_native": _per_call(
+            lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_native")
+        ),
         "public slab_grid": _per_call(
             lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_grid")
         ),
@@ -148,6 +153,10 @@ def breakdown() -> dict:
         "public blocked": _per_call(
             lambda: rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant="blocked")
         ),
+        "public blocked_native": _per_call(
+            lambda: rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant="blocked_native")
+        ),
+        "eager reference": _per_call(lambda: cases.KERNELS["split_rope"].reference(x, cos, sin)),
         "torch.empty_like x": _per_call(lambda: torch.empty_like(x)),
     }
     for k, d in out.items():

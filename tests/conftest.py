@@ -87,3 +87,14 @@ def record_launch(monkeypatch: pytest.MonkeyPatch):
         return recorder
 
     return patch
+
+
+@pytest.fixture(autouse=True)
+def _fresh_native_sites():
+    """Every test starts with empty native memos, so a native variant's first call in a
+    test takes the Python path (where the poison and launch-recorder fixtures act)."""
+    from ltx2k.kernels import adaln, rope
+
+    for site in (rope._SITE, adaln._SITE):
+        site.clear()
+    yield

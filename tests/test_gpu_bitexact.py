@@ -42,7 +42,9 @@ def _assert_bitexact(out, ref):
 
 @pytest.mark.parametrize("transposed", [True, False], ids=["cs_transposed", "cs_contig"])
 @pytest.mark.parametrize("shape", ROPE, ids=lambda s: s.label)
-@pytest.mark.parametrize("variant", ["per_head", "blocked", "blocked_lean", "blocked_wide"])
+@pytest.mark.parametrize(
+    "variant", ["per_head", "blocked", "blocked_lean", "blocked_wide", "blocked_native"]
+)
 def test_rope_bitexact(variant, shape, transposed, poison):
     from ltx2k import apply_ltx2_split_rotary_emb
 

@@ -76,6 +76,8 @@ def test_no_warm_skip_in_the_interpreter(bench, monkeypatch):
         ("blocked_lean", "host", True),
         ("blocked_lean", "device_cold", False),
         ("slab_lean", "allocations", False),
+        ("blocked_native", "host", True),
+        ("slab_native", "device_cold", False),
         ("compiled", "device_warm", False),
         ("blocked", "device_warm", True),
     ],

@@ -39,8 +39,9 @@ DEVICE = runtime.device()
 ON_GPU = DEVICE == "cuda"
 ROOT = Path(__file__).resolve().parent.parent
 
-NEW_ROPE = ("blocked_lean", "blocked_wide")
-NEW_ADA = ("slab_grid", "slab_lean")
+# The native variants (third round, tests/test_native.py) run every check here too.
+NEW_ROPE = ("blocked_lean", "blocked_wide", "blocked_native")
+NEW_ADA = ("slab_grid", "slab_lean", "slab_native")
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 

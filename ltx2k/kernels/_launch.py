@@ -88,14 +88,18 @@ def _turn_off(reason: str) -> None:
         )
 
 
+def triton_version() -> tuple[int, int] | None:
+    """(major, minor) of the installed Triton; None if its version string does not parse."""
+    try:
+        return tuple(int(p) for p in triton.__version__.split(".")[:2])
+    except ValueError:
+        return None
+
+
 def _build() -> bool:
     """Resolve Triton's runtime pieces once; False (and a warning) if they are not as verified."""
     _FAST.built = True
-    try:
-        version = tuple(int(p) for p in triton.__version__.split(".")[:2])
-    except ValueError:
-        version = None
-    if version not in VERIFIED_TRITON:
+    if triton_version() not in VERIFIED_TRITON:
         _turn_off(
             f"Triton {triton.__version__} is not a version whose launcher protocol was verified "
             f"({sorted(VERIFIED_TRITON)})"

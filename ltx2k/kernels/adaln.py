@@ -20,6 +20,9 @@ takes the slab as one pointer plus the stride between value planes:
   program does a single load -> store round trip;
 - ``"slab_lean"``: ``"slab_grid"`` launched through :mod:`ltx2k.kernels._launch`
   (host latency only; the device work is identical).
+- ``"slab_native"``: ``"slab_grid"``; after the first call with a given input
+  layout, the whole call (checks, slab allocation, launch, the 9 views) is one C
+  function (:mod:`ltx2k.kernels._native`). Host latency only; same device work.
 
 Supported: ``1 <= D <= 16384`` (one program of the row kernel holds a whole row of D).
 """
@@ -30,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k.kernels import _checks, _launch
+from ltx2k.kernels import _checks, _launch, _native
 
 MAX_D = 16384
 N_VALUES = 9
@@ -137,10 +140,14 @@ VARIANTS = {
     "slab": _alloc_slab,
     "slab_grid": _alloc_slab_tensor,
     "slab_lean": _alloc_slab_tensor,
+    "slab_native": _alloc_slab_tensor,
 }
-GRID_VARIANTS = frozenset({"slab_grid", "slab_lean"})
+GRID_VARIANTS = frozenset({"slab_grid", "slab_lean", "slab_native"})
 # Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
 LEAN_VARIANTS = frozenset({"slab_lean"})
+# Replayed by the native call path (ltx2k.kernels._native) after their first call.
+NATIVE_VARIANTS = frozenset({"slab_native"})
+_SITE = _native.Site("ada_values9", n_inputs=2, unbind=True)
 # The grid is 1-D; CUDA allows up to 2**31 - 1 programs on its x axis.
 MAX_PROGRAMS = 2**31 - 1
 
@@ -173,7 +180,18 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
         )
     grid = (programs,)
     scalars = (D, table.stride(0), slab.stride(0))
-    if variant in LEAN_VARIANTS:
+    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+        _SITE.launch_and_record(
+            _ada_values9_grid_kernel,
+            grid,
+            (table, timestep),
+            slab,
+            (table, timestep, slab),
+            scalars,
+            (("BLOCK_D", block_d),),
+            num_warps,
+        )
+    elif variant in LEAN_VARIANTS or variant in NATIVE_VARIANTS:
         _launch.launch(
             _ada_values9_grid_kernel,
             grid,
@@ -231,6 +249,10 @@ def ltx2_ada_values9(
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
+    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+        outs = _SITE.call(scale_shift_table, timestep)  # None: first call with this layout
+        if outs is not None:
+            return outs
     B, S, D = _validate(scale_shift_table, timestep, variant)
     if variant in GRID_VARIANTS:
         return _values9_grid(scale_shift_table, timestep, B, S, D, variant)

@@ -22,6 +22,9 @@ Variants are launch parameters of the same kernel, not copies of it:
 - ``"blocked_wide"``: ``BLOCK_HEADS = min(32, next_pow2(H))``,
   ``num_warps = max(1, BLOCK_HEADS // 4)``: twice the bytes per program at
   H=32 and 16-byte accesses at D=128 (see ``_wide``; docs/kernels/split_rope.md).
+- ``"blocked_native"``: ``"blocked"``'s kernel and config; after the first call
+  with a given input layout, the whole call (checks, allocation, launch) is one
+  C function (:mod:`ltx2k.kernels._native`). Host latency only; same device work.
 
 Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
 """
@@ -35,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k.kernels import _checks, _launch
+from ltx2k.kernels import _checks, _launch, _native
 
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 512
@@ -140,8 +143,12 @@ VARIANTS: dict[str, Callable[[int], LaunchConfig]] = {
     "blocked_lean": _blocked,
     "blocked_wide": _wide,
 }
+VARIANTS["blocked_native"] = _blocked
 # Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
 LEAN_VARIANTS = frozenset({"blocked_lean"})
+# Replayed by the native call path (ltx2k.kernels._native) after their first call.
+NATIVE_VARIANTS = frozenset({"blocked_native"})
+_SITE = _native.Site("split_rope", n_inputs=3, unbind=False)
 
 
 def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, int, int, int]:
@@ -208,6 +215,10 @@ def apply_ltx2_split_rotary_emb(
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
     """
+    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+        out = _SITE.call(x, cos, sin)  # None: not seen with this layout yet, or not eligible
+        if out is not None:
+            return out
     B, S, H, D = _validate(x, cos, sin, variant)
     # Not empty_like: x may be "contiguous" with an arbitrary stride on a
     # size-1 dim (PyTorch ignores those strides), and out must be dense rows.
@@ -216,16 +227,29 @@ def apply_ltx2_split_rotary_emb(
         return out
     cfg = VARIANTS[variant](H)
     half = D // 2
-    if variant in LEAN_VARIANTS:
-        _launch.launch(
-            _split_rope_kernel,
-            (B * S, cfg.head_blocks),
-            (x, cos, sin, out),
-            # H * D: the token stride of a contiguous [B, S, H*D] (see below)
-            (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3]),
-            (("BLOCK_HEADS", cfg.block_heads), ("BLOCK_HALF", triton.next_power_of_2(half))),
-            cfg.num_warps,
+    if variant in LEAN_VARIANTS or variant in NATIVE_VARIANTS:
+        grid = (B * S, cfg.head_blocks)
+        # H * D: the token stride of a contiguous [B, S, H*D] (see below)
+        scalars = (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3])
+        constexprs = (
+            ("BLOCK_HEADS", cfg.block_heads),
+            ("BLOCK_HALF", triton.next_power_of_2(half)),
         )
+        if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+            _SITE.launch_and_record(
+                _split_rope_kernel,
+                grid,
+                (x, cos, sin),
+                out,
+                (x, cos, sin, out),
+                scalars,
+                constexprs,
+                cfg.num_warps,
+            )
+        else:
+            _launch.launch(
+                _split_rope_kernel, grid, (x, cos, sin, out), scalars, constexprs, cfg.num_warps
+            )
         return out
     _split_rope_kernel[(B * S, cfg.head_blocks)](
         x,

@@ -1,0 +1,294 @@
+"""The native call path: one C function per call, replaying a launch the Python path made.
+
+Why: on the H200 runners a single Python-level call into torch costs ~7-9 us
+(``torch.empty``, ``torch.add``), so a launcher written in Python -- validate,
+allocate, launch, even through the lean path of :mod:`ltx2k.kernels._launch` --
+cannot get under ~25 us per call, while eager PyTorch pays one C++ dispatch.
+Issue 7 asks for host latency at or below eager's. What no existing tool does:
+Triton's own launcher and PyTorch's ``_StaticCudaLauncher`` are both called
+from Python per launch, after Python has validated and allocated.
+
+How (``_native.cpp`` has the details): a :class:`Site` is one public function.
+Its Python path validates, allocates, launches through Triton's normal
+``kernel[grid]`` and then :meth:`Site.record` stores the launch, keyed by every
+input tensor's sizes, strides, dtype, device and ``data_ptr() % 128``. The
+Python path's decisions (the validation verdict, output shape, grid, scalars,
+compiled kernel) are functions of exactly that key, so a later
+``site.call(*inputs)`` with the same key replays them in C++: allocate the
+output with ``at::empty``, fill the kernel's parameters, ``cuLaunchKernel`` on
+the current stream. Anything else -- a miss, a tensor subclass, another
+current device, a profiler's launch hook, a changed Triton debug or
+instrumentation knob -- returns ``None``, and the caller takes its Python path.
+
+The module is built at first use with ``torch.utils.cpp_extension.load``
+(a C++ compiler and ninja; ~1 min once, cached per source hash, torch and
+Python version). It is never built in the CPU interpreter (there are no
+launches to replay) nor on a Triton whose launch protocol was not verified;
+if the build fails it warns once and :meth:`Site.call` returns ``None``
+for the rest of the process: slower, never wrong.
+
+Callers must not use it while ``torch.compile`` traces (dynamo has to see
+``kernel[grid]``); the launchers check ``torch.compiler.is_compiling()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx2k.kernels import _checks, _launch
+
+SOURCE = Path(__file__).with_name("_native.cpp")
+# Argument kinds of the recorded parameter list (ArgKind in _native.cpp).
+ARG_INPUT, ARG_OUTPUT, ARG_I32, ARG_I64 = 0, 1, 2, 3
+# Triton signature types of scalars this path passes, and how.
+_SCALAR_KINDS = {"i32": ARG_I32, "i64": ARG_I64}
+
+
+class _State:
+    module: Any = None
+    tried = False
+    off_reason: str | None = None
+
+
+_STATE = _State()
+
+
+def _turn_off(reason: str) -> None:
+    if _STATE.off_reason is None:
+        _STATE.off_reason = reason
+        warnings.warn(
+            f"ltx2k native call path off for this process, using the Python launchers: {reason}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def build_name() -> str:
+    """The extension's name: a hash of the source and of the ABI it is built against."""
+    h = hashlib.sha256(SOURCE.read_bytes())
+    h.update(f"{torch.__version__}|{sys.version}|{sys.platform}".encode())
+    return f"ltx2k_native_{h.hexdigest()[:16]}"
+
+
+def build_dir(name: str) -> Path:
+    root = os.environ.get("LTX2K_NATIVE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ltx2k", "native"
+    )
+    return Path(root) / name
+
+
+def build(verbose: bool = False):
+    """Build (or load the cached build of) the extension module; raises on failure."""
+    from torch.utils import cpp_extension
+
+    try:  # the ninja wheel's binary, where the venv's bin is not on PATH
+        import ninja
+
+        if ninja.BIN_DIR not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+    except ImportError:
+        pass  # a system ninja, or the build fails and says so
+    name = build_name()
+    where = build_dir(name)
+    where.mkdir(parents=True, exist_ok=True)
+    if not any(where.glob(f"{name}*.so")):
+        # Long work shows progress: a first build takes ~1 min on a 2-core machine.
+        print(f"ltx2k: building the native call path ({name}, once) in {where}", file=sys.stderr)
+    module = cpp_extension.load(
+        name=name,
+        sources=[str(SOURCE)],
+        extra_cflags=["-O2"],
+        extra_ldflags=["-ldl"],
+        build_directory=str(where),
+        verbose=verbose,
+    )
+    from triton import knobs
+
+    module.configure(knobs.runtime, knobs.compilation)
+    return module
+
+
+def available_reason() -> str | None:
+    """Why this process cannot use native launches (None: it can, or has not decided yet)."""
+    if _checks.INTERPRET:
+        return "the CPU interpreter has no launches to replay"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+def module():
+    """The built module, or None (with one warning saying why) where it cannot be used."""
+    if not _STATE.tried:
+        _STATE.tried = True
+        reason = available_reason()
+        if reason is None and _launch.triton_version() not in _launch.VERIFIED_TRITON:
+            reason = f"Triton's launch protocol is verified for {sorted(_launch.VERIFIED_TRITON)}"
+        if reason is None:
+            try:
+                mod = build()
+                reason = mod.driver_error() or None
+                if reason is None:
+                    _STATE.module = mod
+            except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
+                reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
+        if reason is not None and not _checks.INTERPRET and torch.cuda.is_available():
+            _turn_off(reason)  # silent where there is nothing to launch anyway
+    return _STATE.module
+
+
+def _current_device() -> int:
+    return torch.cuda.current_device()
+
+
+def _no_entry(*inputs) -> None:
+    return None
+
+
+class Site:
+    """One public function's memo of launches.
+
+    ``call`` is a C function once the module is built (``functools.partial``
+    adds no Python frame); until then, and where the module is unavailable, a
+    Python function that returns ``None``.
+    """
+
+    def __init__(self, name: str, n_inputs: int, unbind: bool):
+        self.name = name
+        self.n_inputs = n_inputs
+        self.unbind = unbind
+        self.id: int | None = None
+        self.call = self._first_call
+
+    def _bind(self) -> bool:
+        mod = module()
+        if mod is None:
+            self.call = _no_entry
+            return False
+        if self.id is None:
+            self.id = mod.new_site(self.name, self.n_inputs, self.unbind)
+        self.call = functools.partial(mod.call, self.id)
+        return True
+
+    def _first_call(self, *inputs):
+        return self.call(*inputs) if self._bind() else None
+
+    def stats(self) -> tuple[int, int, int]:
+        """(entries, hits, misses) so far; zeros before the first call."""
+        if self.id is None or _STATE.module is None:
+            return (0, 0, 0)
+        return _STATE.module.stats(self.id)
+
+    def probe(self, *inputs) -> bool:
+        """Whether these inputs have an entry (no launch)."""
+        return self.id is not None and _STATE.module.probe(self.id, *inputs)
+
+    def clear(self) -> None:
+        if self.id is not None and _STATE.module is not None:
+            _STATE.module.clear(self.id)
+
+    def launch_and_record(
+        self,
+        kernel,
+        grid: tuple[int, ...],
+        inputs: tuple[torch.Tensor, ...],
+        out: torch.Tensor,
+        tensors: tuple[torch.Tensor, ...],
+        scalars: tuple[int, ...],
+        constexprs: tuple[tuple[str, Any], ...],
+        num_warps: int,
+    ) -> None:
+        """Launch as ``_launch.launch`` would; where the module is built, through Triton's
+        normal path, and record the launch so that the next call with these inputs' key
+        is replayed by ``call``. ``tensors`` are the kernel's tensor arguments, each one of
+        ``inputs`` or ``out`` (by identity)."""
+        if self.id is None:
+            self._bind()
+        mod = _STATE.module
+        if mod is None or self.id is None or not _launch.is_jit_function(kernel):
+            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps)
+            return
+        compiled = kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)
+        spec = arg_spec(kernel, compiled, inputs, out, tensors, scalars, constexprs)
+        if spec is None:
+            return
+        padded = tuple(grid) + (1,) * (3 - len(grid))
+        from triton import knobs
+
+        mod.record(
+            self.id,
+            tuple(inputs),
+            out,
+            compiled.function,
+            mod.current_context(),
+            _current_device(),
+            padded,
+            32 * compiled.metadata.num_warps,
+            compiled.metadata.shared,
+            spec,
+            compiled,
+            kernel,
+            knobs.runtime.debug,
+            knobs.compilation.instrumentation_mode,
+        )
+
+
+def arg_spec(
+    kernel, compiled, inputs, out, tensors, scalars, constexprs
+) -> list[tuple[int, int]] | None:
+    """The compiled kernel's parameters as (kind, value) pairs, or None if this path
+    cannot pass them (the call then stays on the Python path; nothing is recorded).
+
+    Triton 3.6's launcher passes every non-constexpr parameter of the compiled
+    signature in order -- ints specialized to 1 are "constexpr" there and are
+    not passed -- then two scratch pointers (null unless the kernel needs
+    scratch, which is not recorded).
+    """
+    if hasattr(compiled, "result"):
+        compiled = compiled.result()
+    try:
+        launcher = compiled.run  # loads the module, as the first launch did
+        meta = compiled.metadata
+        signature = dict(compiled.src.signature)
+        if (
+            launcher.global_scratch_size
+            or launcher.profile_scratch_size
+            or launcher.launch_cooperative_grid
+            or launcher.launch_pdl
+            or meta.num_ctas != 1
+        ):
+            return None
+    except AttributeError:
+        return None
+    values = (*tensors, *scalars)
+    if list(signature) != list(kernel.arg_names) or not _launch._params_match(
+        kernel, len(values), constexprs
+    ):
+        return None
+    spec = []
+    # constexpr parameters follow the runtime ones (_params_match), so zip stops before them
+    for name, value in zip(kernel.arg_names, values, strict=False):
+        ty = signature[name]
+        if ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            if value is out:
+                spec.append((ARG_OUTPUT, 0))
+                continue
+            index = next((i for i, t in enumerate(inputs) if t is value), None)
+            if index is None:
+                return None
+            spec.append((ARG_INPUT, index))
+        elif ty in _SCALAR_KINDS and type(value) is int:
+            spec.append((_SCALAR_KINDS[ty], value))
+        else:
+            return None
+    return spec
