@@ -77,7 +77,7 @@ ROPE_VARIANTS += ("blocked_lean", "blocked_wide")
 ADA_VARIANTS += ("slab_grid", "slab_lean")
 # Issue 7, third round: the whole call in one C function (ltx2k/kernels/_native.py).
 ROPE_VARIANTS += ("blocked_native",)
-ADA_VARIANTS += ("slab_native",)
+ADA_VARIANTS += ("slab_native", "slab_dconst")
 
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

@@ -35,7 +35,15 @@ def launch_config(table, ts, *, block_d: int, num_warps: int):
     slab = torch.empty((9, B, S, D), dtype=torch.bfloat16, device=ts.device)
     grid = (B * S * 9 * triton.cdiv(D, block_d),)
     adaln._ada_values9_grid_kernel[grid](
-        table, ts, slab, D, table.stride(0), slab.stride(0), BLOCK_D=block_d, num_warps=num_warps
+        table,
+        ts,
+        slab,
+        D,
+        table.stride(0),
+        slab.stride(0),
+        BLOCK_D=block_d,
+        D_CONST=0,
+        num_warps=num_warps,
     )
     return slab.unbind(0)
 
@@ -44,6 +52,7 @@ def candidates(D: int) -> dict:
     out = {
         "eager": reference.ada_values9_reference,
         "slab_grid": functools.partial(adaln.ltx2_ada_values9, variant="slab_grid"),
+        "slab_dconst": functools.partial(adaln.ltx2_ada_values9, variant="slab_dconst"),
     }
     for block in BLOCKS:
         if block > triton.next_power_of_2(D):

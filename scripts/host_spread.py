@@ -119,6 +119,9 @@ def breakdown() -> dict:
         "public slab_native": _per_call(
             lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_native")
         ),
+        "public slab_dconst": _per_call(
+            lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_dconst")
+        ),
         "public slab_grid": _per_call(
             lambda: adaln.ltx2_ada_values9(table, ts, variant="slab_grid")
         ),
@@ -134,13 +137,13 @@ def breakdown() -> dict:
                 grid,
                 (table, ts, slab),
                 scalars,
-                (("BLOCK_D", bd),),
+                (("BLOCK_D", bd), ("D_CONST", 0)),
                 nw,
             )
         ),
         "kernel[grid]": _per_call(
             lambda: adaln._ada_values9_grid_kernel[grid](
-                table, ts, slab, *scalars, BLOCK_D=bd, num_warps=nw
+                table, ts, slab, *scalars, BLOCK_D=bd, D_CONST=0, num_warps=nw
             )
         ),
         "torch.add(out=) one op": _per_call(lambda: torch.add(ts, ts, out=ts)),

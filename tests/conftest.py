@@ -95,6 +95,6 @@ def _fresh_native_sites():
     test takes the Python path (where the poison and launch-recorder fixtures act)."""
     from ltx2k.kernels import adaln, rope
 
-    for site in (rope._SITE, adaln._SITE):
+    for site in (*rope._SITES.values(), *adaln._SITES.values()):
         site.clear()
     yield

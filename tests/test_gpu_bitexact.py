@@ -113,7 +113,15 @@ def test_compile_fullgraph_ada(shape, variant):
 
 
 @pytest.mark.parametrize(
-    "variant,expected", [("separate", 9), ("slab", 1), ("slab_grid", 1), ("slab_lean", 1)]
+    "variant,expected",
+    [
+        ("separate", 9),
+        ("slab", 1),
+        ("slab_grid", 1),
+        ("slab_lean", 1),
+        ("slab_native", 1),
+        ("slab_dconst", 1),
+    ],
 )
 def test_allocations(variant, expected):
     from ltx2k.measure.allocations import allocations_per_call

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The native variants (third round, tests/test_native.py) run every check here too.
 NEW_ROPE = ("blocked_lean", "blocked_wide", "blocked_native")
-NEW_ADA = ("slab_grid", "slab_lean", "slab_native")
+NEW_ADA = ("slab_grid", "slab_lean", "slab_native", "slab_dconst")
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -252,7 +252,8 @@ def test_grid_launch(variant, shape, record_launch):
     block_d, num_warps = adaln._grid_config(D)
     [(grid, meta)] = recorder.launches
     assert grid == (B * S * 9 * math.ceil(D / block_d),)
-    assert meta == {"BLOCK_D": block_d, "num_warps": num_warps}
+    d_const = D if variant in adaln.DCONST_VARIANTS else 0
+    assert meta == {"BLOCK_D": block_d, "D_CONST": d_const, "num_warps": num_warps}
     assert record_row.launches == []
 
 
@@ -287,7 +288,12 @@ def _args(args, **changes):
 GRID_MUTANTS = {
     "value_stride_short": lambda g, a, k: (g, _args(a, stride_value=a[5] - a[3]), k),
     "table_stride_zero": lambda g, a, k: (g, _args(a, stride_table=0), k),
-    "D_off_by_one": lambda g, a, k: (g, _args(a, D=a[3] - 1), k),
+    # slab_dconst reads D from D_CONST: the mutant shortens whichever the kernel uses
+    "D_off_by_one": lambda g, a, k: (
+        g,
+        _args(a, D=a[3] - 1),
+        k | ({"D_CONST": k["D_CONST"] - 1} if k.get("D_CONST") else {}),
+    ),
     "last_program_missed": lambda g, a, k: ((g[0] - 1,), a, k),
     "block_halved": lambda g, a, k: (g, a, k | {"BLOCK_D": k["BLOCK_D"] // 2}),
 }
@@ -623,7 +629,12 @@ _OFFLINE = textwrap.dedent(
         sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name],
                               capture_output=True, text=True, check=True).stdout
         ptx = ck.asm["ptx"]
+        instrs = [l.split("*/", 1)[1].strip() for l in sass.splitlines()
+                  if re.match(r"\\s*/\\*[0-9a-f]{4}\\*/", l)]
+        first_load = next(i for i, l in enumerate(instrs) if "LDG" in l)
         return {
+            "before_first_load": first_load,
+            "runtime_division": any("MUFU.RCP" in l for l in instrs),
             "regs": int(re.search(r"REG:(\\d+)", usage).group(1)),
             "v4": len(re.findall(r"(?:ld|st)\\.global(?:\\.\\w+)*\\.v4", ptx)),
             "v2": len(re.findall(r"(?:ld|st)\\.global(?:\\.\\w+)*\\.v2", ptx)),
@@ -641,7 +652,9 @@ _OFFLINE = textwrap.dedent(
                         {"BLOCK_D": 4096}, 8)
     block_d, warps = adaln._grid_config(4096)
     out["slab_grid"] = build(adaln._ada_values9_grid_kernel, ["*bf16"] * 3 + ["i32"] * 3,
-                             {"BLOCK_D": block_d}, warps)
+                             {"BLOCK_D": block_d, "D_CONST": 0}, warps)
+    out["slab_dconst"] = build(adaln._ada_values9_grid_kernel, ["*bf16"] * 3 + ["i32"] * 3,
+                               {"BLOCK_D": block_d, "D_CONST": 4096}, warps)
     print(json.dumps(out))
     """
 )
@@ -689,6 +702,18 @@ def test_offline_row_kernel_serializes_nine_rounds_grid_kernel_one(offline):
     assert offline["slab"]["order"] == "LLLLSS" * 9
     assert re.fullmatch(r"L+S+", offline["slab_grid"]["order"])
     assert offline["slab_grid"]["v4"] >= 3  # ts load, table load, store: 16 bytes each
+
+
+@pytest.mark.slow
+def test_offline_dconst_has_no_runtime_division_before_its_loads(offline):
+    """slab_dconst's premise (docs/kernels/ada_values9.md): with D compiled in, the program-id
+    decode needs no integer division, and far fewer instructions precede the first load."""
+    assert offline["slab_grid"]["runtime_division"]
+    assert not offline["slab_dconst"]["runtime_division"]
+    assert (
+        offline["slab_dconst"]["before_first_load"] < offline["slab_grid"]["before_first_load"] / 2
+    )
+    assert offline["slab_dconst"]["v4"] >= 3  # still 16-byte accesses
 
 
 # --- on a GPU: random inputs, the fast path itself, graphs, torch.compile ---------------

@@ -91,6 +91,9 @@ _VARIANT_MODEL = {
     ("SplitRope", "blocked_wide"): (0.88, 1, 1),
     ("AdaValues9", "slab_grid"): (0.92, 1, 1),
     ("AdaValues9", "slab_lean"): (0.92, 1, 1),
+    ("SplitRope", "blocked_native"): (0.85, 1, 1),
+    ("AdaValues9", "slab_native"): (0.92, 1, 1),
+    ("AdaValues9", "slab_dconst"): (0.93, 1, 1),
 }
 _LAUNCH_FLOOR_S = 2.0e-6
 _LAUNCH_GAP_S = 1.5e-6

@@ -23,6 +23,9 @@ takes the slab as one pointer plus the stride between value planes:
 - ``"slab_native"``: ``"slab_grid"``; after the first call with a given input
   layout, the whole call (checks, slab allocation, launch, the 9 views) is one C
   function (:mod:`ltx2k.kernels._native`). Host latency only; same device work.
+- ``"slab_dconst"``: ``"slab_native"`` with the hidden size D compiled in as a
+  constant (``D_CONST``): the decode shape is pure latency, and the grid
+  kernel's runtime division sat on the path to its first load.
 
 Supported: ``1 <= D <= 16384`` (one program of the row kernel holds a whole row of D).
 """
@@ -97,7 +100,14 @@ def _ada_values9_grid_kernel(
     stride_value,  # elements between two values' planes of the slab (B*S*D)
     # meta-parameters: a power-of-two block, so each thread's 8 bf16 are one 16-byte access
     BLOCK_D: tl.constexpr,
+    # > 0 ("slab_dconst"): D as a compile-time constant (one binary per hidden size),
+    # so the program-id decode and the address math below are shifts and constant
+    # multiplies instead of a runtime integer division (~60 instructions before the
+    # first load at D=4096 otherwise; docs/kernels/ada_values9.md). 0: D at run time.
+    D_CONST: tl.constexpr,
 ):
+    if D_CONST > 0:
+        D = D_CONST
     # Programs enumerate (row, value, column block) with the column block
     # fastest: timestep's own memory order, so consecutive programs read
     # consecutive bytes as a copy kernel does; the slab is written as 9 streams.
@@ -141,13 +151,17 @@ VARIANTS = {
     "slab_grid": _alloc_slab_tensor,
     "slab_lean": _alloc_slab_tensor,
     "slab_native": _alloc_slab_tensor,
+    "slab_dconst": _alloc_slab_tensor,
 }
-GRID_VARIANTS = frozenset({"slab_grid", "slab_lean", "slab_native"})
+GRID_VARIANTS = frozenset({"slab_grid", "slab_lean", "slab_native", "slab_dconst"})
 # Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
 LEAN_VARIANTS = frozenset({"slab_lean"})
-# Replayed by the native call path (ltx2k.kernels._native) after their first call.
-NATIVE_VARIANTS = frozenset({"slab_native"})
-_SITE = _native.Site("ada_values9", n_inputs=2, unbind=True)
+# Replayed by the native call path (ltx2k.kernels._native) after their first call;
+# one memo per variant (a memo is keyed by the inputs' layout only).
+NATIVE_VARIANTS = frozenset({"slab_native", "slab_dconst"})
+_SITES = {v: _native.Site(f"ada_values9/{v}", n_inputs=2, unbind=True) for v in NATIVE_VARIANTS}
+# The grid kernel with D compiled in (D_CONST = D).
+DCONST_VARIANTS = frozenset({"slab_dconst"})
 # The grid is 1-D; CUDA allows up to 2**31 - 1 programs on its x axis.
 MAX_PROGRAMS = 2**31 - 1
 
@@ -180,29 +194,26 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
         )
     grid = (programs,)
     scalars = (D, table.stride(0), slab.stride(0))
+    d_const = D if variant in DCONST_VARIANTS else 0
+    constexprs = (("BLOCK_D", block_d), ("D_CONST", d_const))
     if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
-        _SITE.launch_and_record(
+        _SITES[variant].launch_and_record(
             _ada_values9_grid_kernel,
             grid,
             (table, timestep),
             slab,
             (table, timestep, slab),
             scalars,
-            (("BLOCK_D", block_d),),
+            constexprs,
             num_warps,
         )
     elif variant in LEAN_VARIANTS or variant in NATIVE_VARIANTS:
         _launch.launch(
-            _ada_values9_grid_kernel,
-            grid,
-            (table, timestep, slab),
-            scalars,
-            (("BLOCK_D", block_d),),
-            num_warps,
+            _ada_values9_grid_kernel, grid, (table, timestep, slab), scalars, constexprs, num_warps
         )
     else:
         _ada_values9_grid_kernel[grid](
-            table, timestep, slab, *scalars, BLOCK_D=block_d, num_warps=num_warps
+            table, timestep, slab, *scalars, BLOCK_D=block_d, D_CONST=0, num_warps=num_warps
         )
     return outs
 
@@ -250,7 +261,9 @@ def ltx2_ada_values9(
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
     if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
-        outs = _SITE.call(scale_shift_table, timestep)  # None: first call with this layout
+        outs = _SITES[variant].call(
+            scale_shift_table, timestep
+        )  # None: first call with this layout
         if outs is not None:
             return outs
     B, S, D = _validate(scale_shift_table, timestep, variant)

@@ -148,7 +148,8 @@ VARIANTS["blocked_native"] = _blocked
 LEAN_VARIANTS = frozenset({"blocked_lean"})
 # Replayed by the native call path (ltx2k.kernels._native) after their first call.
 NATIVE_VARIANTS = frozenset({"blocked_native"})
-_SITE = _native.Site("split_rope", n_inputs=3, unbind=False)
+# One memo per variant (a memo is keyed by the inputs' layout only).
+_SITES = {v: _native.Site(f"split_rope/{v}", n_inputs=3, unbind=False) for v in NATIVE_VARIANTS}
 
 
 def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, int, int, int]:
@@ -216,7 +217,9 @@ def apply_ltx2_split_rotary_emb(
         A new ``[B, S, H*D]`` bf16 tensor.
     """
     if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
-        out = _SITE.call(x, cos, sin)  # None: not seen with this layout yet, or not eligible
+        out = _SITES[variant].call(
+            x, cos, sin
+        )  # None: not seen with this layout yet, or not eligible
         if out is not None:
             return out
     B, S, H, D = _validate(x, cos, sin, variant)
@@ -236,7 +239,7 @@ def apply_ltx2_split_rotary_emb(
             ("BLOCK_HALF", triton.next_power_of_2(half)),
         )
         if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
-            _SITE.launch_and_record(
+            _SITES[variant].launch_and_record(
                 _split_rope_kernel,
                 grid,
                 (x, cos, sin),
