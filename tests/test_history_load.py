@@ -327,3 +327,28 @@ def test_records_are_hashable_values():
     )
     assert r == Record(**{**r.__dict__, "machine_info": {"ignored": True}})
     assert len({r, r}) == 1
+
+
+def test_every_cut_of_a_result_file_reads_as_truncated(tmp_path):
+    """A file cut at any byte (mid-number, mid-literal, mid-string) is "truncated", never
+    "corrupt": the parser reports a cut literal or string at its first character."""
+    from ltx2k.history.records import _cut_short
+
+    text = json.dumps(
+        {
+            "version": 2,
+            "commit_hash": "abc",
+            "results": {"b": [[1.5e-06, None, True, False]]},
+            "params": {"cpu": 'x "quoted" y'},
+            "durations": {"d": float("nan")},
+        }
+    )
+    for n in range(1, len(text)):
+        cut = text[:n]
+        with pytest.raises(json.JSONDecodeError) as e:
+            json.loads(cut)
+        assert _cut_short(cut, e.value.pos), repr(cut)
+    for garbage in ('{"a": 1} trailing', '{"a": nope}', '{"a": [1 2]}', '{"a": "x" "y"}'):
+        with pytest.raises(json.JSONDecodeError) as e:
+            json.loads(garbage)
+        assert not _cut_short(garbage, e.value.pos), garbage

@@ -110,12 +110,12 @@ def test_new_variants_are_registered_and_appended():
 
 
 def test_defaults_are_the_measured_winners():
-    """The defaults moved to the lean variants after the H200 run of 2026-11-29 (issue 7,
-    docs/kernels/*.md): same kernels on the device, less host time per call."""
+    """The defaults after the H200 asv run of 684cb82 (issue 7, docs/kernels/*.md): the native
+    call path (host latency below eager's) and, for AdaLN, D compiled in (decode device time)."""
     assert inspect.signature(rope.apply_ltx2_split_rotary_emb).parameters["variant"].default == (
-        "blocked_lean"
+        "blocked_native"
     )
-    assert inspect.signature(adaln.ltx2_ada_values9).parameters["variant"].default == "slab_lean"
+    assert inspect.signature(adaln.ltx2_ada_values9).parameters["variant"].default == "slab_dconst"
 
 
 # --- RoPE: bit-exact on exact inputs --------------------------------------------------

@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,26 @@ class Problem:
     message: str
 
 
+# JSON literals asv writes (Python's json writes NaN and Infinity for float specials).
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+
+
+def _cut_short(text: str, pos: int) -> bool:
+    """Whether a JSON error at ``pos`` means the text stops early: the parser ran off the
+    end, or what is left from ``pos`` is one token cut mid-way (the parser reports a cut
+    literal or string at its first character and a cut number at its "." or "e")."""
+    rest = text[pos:].rstrip()
+    if not rest:
+        return True
+    if any(lit.startswith(rest) for lit in _LITERALS):
+        return True
+    # a number cut after its "." or exponent mark: the parser stops at that character
+    if re.fullmatch(r"[-+.eE0-9]+", rest):
+        return True
+    # an unterminated string: no unescaped closing quote after the opening one
+    return rest.startswith('"') and re.search(r'(?<!\\)"', rest[1:]) is None
+
+
 def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
     """Read every ``<machine>/*.json`` under *results_dir*.
 
@@ -171,7 +192,7 @@ def _read_json(path: Path, machine: str | None, problems: list[Problem], what: s
     except json.JSONDecodeError as e:
         # The parser ran off the end of the input: the file was cut short
         # (disk full, killed runner, partial copy), not scrambled.
-        if e.pos >= len(text.rstrip()):
+        if _cut_short(text, e.pos):
             problems.append(
                 Problem(
                     str(path),

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import subprocess
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,8 +392,6 @@ def generate_history(
     for machine in machines:
         info = _machine_info(machine)
         util.write_json(str(results_dir / machine / "machine.json"), info, api_version=1)
-        # One generator per machine, so adding a machine leaves the others' data unchanged.
-        mrng = np.random.default_rng([seed, sum(machine.encode())])
         for i, (commit, date) in enumerate(zip(commits, dates, strict=True)):
             if (machine, i) in dropped:
                 continue
@@ -402,6 +401,10 @@ def generate_history(
                 _, kernel, metric = name.split(".")
                 result, samples, number = [], [], []
                 for variant, shape in itertools.product(variants, labels):
+                    # One generator per cell and commit: appending a machine, benchmark,
+                    # variant or shape leaves every other cell's draws unchanged.
+                    cell = zlib.crc32(f"{machine}|{name}|{variant}|{shape}".encode())
+                    mrng = np.random.default_rng([seed, cell, i])
                     truth = _model(kernel, variant, machine, shape)[metric]
                     for st in steps:
                         if i >= st.commit and st.matches(machine, name, variant, shape):
