@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import statistics
 import sys
 
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", default="B1_S1_D4096_bf16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--samples", type=int, default=10)
+    ap.add_argument("--only", help="comma-separated config names (default: all)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -79,6 +81,12 @@ def main(argv=None) -> int:
     shape = cases.find_shape("ada_values9", args.shape)
     spec = cases.KERNELS["ada_values9"]
     fns = candidates(shape.D)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - set(fns))
+        if unknown:
+            ap.error(f"--only: unknown config(s) {unknown}; known: {sorted(fns)}")
+        fns = {name: fns[name] for name in wanted}
     clocks = {}
     for name, fn in fns.items():
         table, ts = cases.ada_inputs(shape, "cuda", seed=0)
@@ -98,7 +106,7 @@ def main(argv=None) -> int:
     rows = sorted(
         ((statistics.median(v) * 1e6, name) for name, v in samples.items()), key=lambda t: t[0]
     )
-    eager = statistics.median(samples["eager"]) * 1e6
+    eager = statistics.median(samples["eager"]) * 1e6 if "eager" in samples else math.nan
     print(f"{shape.label}: cold-L2 device time per launch, median of {args.rounds}x{args.samples}")
     print(f"{'config':<22}{'median us':>10}{'vs eager':>10}")
     for us, name in rows:

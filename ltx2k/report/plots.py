@@ -67,7 +67,8 @@ _MACHINE_COLOURS = (
     "#bcbd22",
 )
 _VARIANT_STYLES = ("-", "--", ":", "-.")
-_VARIANT_HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
+# One pattern per variant: the longest variant list (AdaLN, 7 besides the seed) needs 7.
+_VARIANT_HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "++", "--")
 # asv's own default for regressions_thresholds: steps smaller than 5% are noise.
 _STEP_THRESHOLD = 0.05
 
@@ -529,7 +530,12 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
         Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in others
     ]
     fig.legend(
-        handles=handles, loc="outside lower center", ncols=len(others), fontsize=9, frameon=False
+        # at most 4 per row: six or more variant names overflow a one-panel figure
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(others), 4),
+        fontsize=9,
+        frameon=False,
     )
     fig.suptitle(
         f"{kernel}: speedup over {baseline}, {METRIC_TITLES.get(metric, metric)}"
