@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import triton
@@ -272,6 +274,26 @@ def test_interpreter_never_builds(monkeypatch):
     monkeypatch.setattr(_native, "_STATE", _native._State())
     site = _native.Site("interp", 1, False)
     assert site.call(torch.zeros(1)) is None and site.call is _native._no_entry
+
+
+def test_failed_build_warns_once_and_leaves_the_python_path(monkeypatch):
+    """No compiler (or any build failure) on a GPU machine: one RuntimeWarning naming the
+    cause, then every site answers None (its caller takes the lean Python path)."""
+    monkeypatch.setattr(_native, "_STATE", _native._State())
+    monkeypatch.setattr(_native, "available_reason", lambda: None)
+    monkeypatch.setattr(_native._checks, "INTERPRET", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def no_compiler(**kw):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(_native, "build", no_compiler)
+    with pytest.warns(RuntimeWarning, match=r"native call path off .*_native.cpp failed.*Ninja"):
+        assert _native.Site("a", 1, False).call(torch.zeros(1)) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second site: no second warning
+        assert _native.Site("b", 1, False).call(torch.zeros(1)) is None
+    assert _native.module() is None and "Ninja" in _native._STATE.off_reason
 
 
 # --- on a GPU: the replay itself -------------------------------------------------------

@@ -78,14 +78,20 @@ _FAST = _Fast()
 _CACHES: dict[int, tuple[Any, dict[tuple, tuple | None]]] = {}
 
 
-def _turn_off(reason: str) -> None:
-    if _FAST.off_reason is None:
-        _FAST.off_reason = reason
+def warn_off(state, path: str, fallback: str, reason: str, stacklevel: int) -> None:
+    """Turn a launch path off for this process (``state.off_reason``), warning once:
+    slower from here on, never wrong, and the user is told why."""
+    if state.off_reason is None:
+        state.off_reason = reason
         warnings.warn(
-            f"ltx2k lean launch path off for this process, using kernel[grid]: {reason}",
+            f"ltx2k {path} off for this process, using {fallback}: {reason}",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=stacklevel + 1,
         )
+
+
+def _turn_off(reason: str) -> None:
+    warn_off(_FAST, "lean launch path", "kernel[grid]", reason, stacklevel=2)
 
 
 def triton_version() -> tuple[int, int] | None:

@@ -37,7 +37,6 @@ import functools
 import hashlib
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +61,7 @@ _STATE = _State()
 
 
 def _turn_off(reason: str) -> None:
-    if _STATE.off_reason is None:
-        _STATE.off_reason = reason
-        warnings.warn(
-            f"ltx2k native call path off for this process, using the Python launchers: {reason}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    _launch.warn_off(_STATE, "native call path", "the Python launchers", reason, stacklevel=3)
 
 
 def build_name() -> str:
