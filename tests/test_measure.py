@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from ltx2k import cases, runtime
 from ltx2k.measure import device_time, gate, suite
@@ -71,3 +72,24 @@ def test_run_forked_reports_a_failing_or_dying_child():
     assert "bad case" in out["error"]
     out, _ = run_forked(lambda: os._exit(3))
     assert "no result" in out["error"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_graphed_calls_keep_their_inputs_alive():
+    """The captured graph reads its argument sets at every replay: they must outlive
+    build_clock (before the fix, empty_cache then a replay was an illegal memory access)."""
+    import weakref
+
+    refs = []
+
+    def make(i):
+        t = torch.full((1024,), float(i), device="cuda")
+        refs.append(weakref.ref(t))
+        return (t,)
+
+    clock = device_time.build_clock(lambda t: t * 2, make, 8192, cold=True)
+    assert refs and all(r() is not None for r in refs)
+    torch.cuda.empty_cache()
+    assert len(device_time.device_times(clock, samples=3)) == 3
+    torch.cuda.synchronize()

@@ -55,6 +55,11 @@ class GraphedCalls:
     def __init__(self, fn: Callable, arg_sets: Sequence[tuple], launches: int, keep_outputs: bool):
         if not arg_sets:
             raise ValueError("arg_sets must not be empty")
+        # The graph reads these addresses at every replay, so the tensors must live as long
+        # as the graph: freed, their blocks go to the next allocation of the process (another
+        # clock's inputs), or back to the driver on empty_cache (an illegal address at the
+        # next replay, seen on the H200).
+        self.arg_sets = list(arg_sets)
         self.launches = launches
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
