@@ -157,6 +157,9 @@ def test_summary_page_renders_with_all_images(site, base_url, page_):
     h, result = site
     page_.goto(f"{base_url}/index.html")
     page_.wait_for_selector("#summarygrid-display .benchmark-container, #summarygrid-display a")
+    # asv's grid fetches one graphs/summary/*.json per benchmark after the first tiles show;
+    # leaving before they finish aborts them (a "request failed" of the test's making).
+    page_.wait_for_load_state("networkidle")
     # The link publish adds to asv's navigation bar leads to the summary.
     page_.click(f"#{publish.SUMMARY_LINK_ID} a")
     page_.wait_for_url(f"{base_url}/{page.SUMMARY_HTML}")
