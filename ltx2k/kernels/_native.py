@@ -27,8 +27,9 @@ launches to replay) nor on a Triton whose launch protocol was not verified;
 if the build fails it warns once and :meth:`Site.call` returns ``None``
 for the rest of the process: slower, never wrong.
 
-Callers must not use it while ``torch.compile`` traces (dynamo has to see
-``kernel[grid]``); the launchers check ``torch.compiler.is_compiling()``.
+``Site.call`` must not be reached while ``torch.compile`` traces (dynamo has to see
+``kernel[grid]``): the launchers check ``torch.compiler.is_compiling()`` before it, and
+``Site.launch_and_record`` launches plainly while tracing.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def module():
                     _STATE.module = mod
             except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
                 reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
-        if reason is not None and not _checks.INTERPRET and torch.cuda.is_available():
+        if reason is not None and available_reason() is None:
             _turn_off(reason)  # silent where there is nothing to launch anyway
     return _STATE.module
 
@@ -202,7 +203,11 @@ class Site:
         """Launch as ``_launch.launch`` would; where the module is built, through Triton's
         normal path, and record the launch so that the next call with these inputs' key
         is replayed by ``call``. ``tensors`` are the kernel's tensor arguments, each one of
-        ``inputs`` or ``out`` (by identity)."""
+        ``inputs`` or ``out`` (by identity). While ``torch.compile`` traces, a plain
+        launch: dynamo must see ``kernel[grid]``, and nothing is recorded."""
+        if torch.compiler.is_compiling():
+            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps)
+            return
         if self.id is None:
             self._bind()
         mod = _STATE.module

@@ -196,7 +196,7 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
     scalars = (D, table.stride(0), slab.stride(0))
     d_const = D if variant in DCONST_VARIANTS else 0
     constexprs = (("BLOCK_D", block_d), ("D_CONST", d_const))
-    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+    if variant in NATIVE_VARIANTS:
         _SITES[variant].launch_and_record(
             _ada_values9_grid_kernel,
             grid,
@@ -207,7 +207,7 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
             constexprs,
             num_warps,
         )
-    elif variant in LEAN_VARIANTS or variant in NATIVE_VARIANTS:
+    elif variant in LEAN_VARIANTS:
         _launch.launch(
             _ada_values9_grid_kernel, grid, (table, timestep, slab), scalars, constexprs, num_warps
         )

@@ -241,7 +241,7 @@ def apply_ltx2_split_rotary_emb(
             ("BLOCK_HEADS", cfg.block_heads),
             ("BLOCK_HALF", triton.next_power_of_2(half)),
         )
-        if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+        if variant in NATIVE_VARIANTS:
             _SITES[variant].launch_and_record(
                 _split_rope_kernel,
                 grid,
