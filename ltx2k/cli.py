@@ -179,18 +179,20 @@ def cmd_regress(args: argparse.Namespace) -> int:
     import json
 
     from ltx2k.analysis import regress
+    from ltx2k.report.markdown import render_markdown
 
     report = regress.regress(
         args.results,
         args.head,
         baseline=args.baseline,
         last=args.last,
+        recent=args.recent,
         repo=args.repo,
         machines=args.machine,
         thresholds=args.thresholds,
         env=args.env,
     )
-    markdown = regress.render_markdown(report)
+    markdown = render_markdown(report)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(report.to_json(), f, indent=2)
@@ -397,27 +399,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "regress",
-        help="flag per-GPU regressions of a head commit against a baseline",
+        help="flag per-GPU regressions: steps in each GPU's history, or head vs a baseline",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Compare --head with --baseline (a commit, or a branch with --repo) or "
-        "with the median of the --last N commits before head, on every machine. A cell is "
-        "a regression when it is worse than its threshold ratio AND the change is "
-        "statistically significant (asv's test; Mann-Whitney U for --last).",
+        description="With --last N: every GPU's series of each cell over the last N commits it "
+        "measured, up to --head, goes through a change-point detector whose noise is learned "
+        "from that history (and the GPU's other cells of the same metric); a step whose first "
+        "bad commit is among the --recent newest runs flags the cell. With --baseline: head "
+        "against one commit with asv's own test. Either way a flag needs significance AND a "
+        "size beyond the benchmark's threshold ratio.",
         epilog="exit status:\n"
         "  0  no regression\n"
         "  1  error (bad arguments, unreadable thresholds file)\n"
         "  2  at least one regression on at least one machine\n"
-        "  3  not enough data: nothing comparable (head or baseline missing on every\n"
+        "  3  not enough data: nothing comparable (head or history missing on every\n"
         "     machine), or a machine named with --machine had nothing comparable\n"
         'thresholds file (JSON): {"thresholds": {"*SplitRope.time_device_cold": 1.03},\n'
-        '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002}; defaults in\n'
-        "  docs/history.md (device time 1.03, host latency 2.2, allocations: any increase).",
+        '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002, "history_alpha": 0.002};\n'
+        "  defaults in docs/history.md.",
     )
     s.add_argument("--results", required=True, help="asv results directory")
     s.add_argument("--head", required=True, help="commit sha (or, with --repo, any git ref)")
     base = s.add_mutually_exclusive_group(required=True)
     base.add_argument("--baseline", help="baseline commit sha, or a branch name with --repo")
-    base.add_argument("--last", type=int, metavar="N", help="median of the last N commits")
+    base.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="judge the last N measured commits before head for steps (20 is a good window)",
+    )
+    s.add_argument(
+        "--recent",
+        type=int,
+        default=5,
+        metavar="K",
+        help="with --last: a step flags its cell while its first bad commit is among the "
+        "K newest runs (default 5: HEAD and the 4 commits before it)",
+    )
     s.add_argument("--repo", help="git repo: resolve branches, order --last by git rev-list")
     s.add_argument("--machine", action="append", help="only these machines (repeatable)")
     s.add_argument("--env", help="asv environment name, when a machine ran several")

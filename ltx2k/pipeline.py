@@ -91,11 +91,12 @@ def run_all(
 
     from ltx2k.analysis import regress
     from ltx2k.report import publish
+    from ltx2k.report.markdown import render_markdown
 
     head = _git(repo, "rev-parse", "HEAD")
-    _say("4/5 regress: HEAD against the median of the last 5 benchmarked commits")
-    report = regress.regress(results, head, last=5, repo=str(repo), machines=None)
-    md = regress.render_markdown(report)
+    _say(f"4/5 regress: steps in the last {regress.DEFAULT_LAST} benchmarked commits up to HEAD")
+    report = regress.regress(results, head, last=regress.DEFAULT_LAST, repo=str(repo))
+    md = render_markdown(report)
     print(md)
     stages.append("regress")
 

@@ -244,10 +244,13 @@ def test_last_n_baseline(hist, loaded, use_repo):
     assert report.baseline.by_machine[H200] == tuple(hist.commits[i] for i in window)
     assert flagged(report) == expected_flags(STEP_AT, window)
     assert all(
-        c.test == "mann-whitney"
+        c.test == "change-point"
         for row, m, c in report.cells()
         if row.metric.startswith("time_") and c.flag != "insufficient"
     )
+    # every flag names its step: the head commit itself, exactly
+    for _, _, c in report.cells("regression") + report.cells("improvement"):
+        assert c.step is not None and c.step.range == (hist.commits[STEP_AT],)
     # a persisted step is the new normal: five later commits later, nothing is flagged
     later = regress.compare(records, hist.commits[STEP_AT + 6], last=5, repo=repo)
     assert flagged(later) == expected_flags(STEP_AT + 6, range(STEP_AT + 1, STEP_AT + 6)) == {}
@@ -384,7 +387,7 @@ def test_argument_errors(hist, loaded):
         regress.compare(records, c[3], last=0)
     with pytest.raises(ValueError, match="repo"):
         regress.compare(records, c[3], baseline="main")  # a branch needs --repo
-    with pytest.raises(ValueError, match="baseline='no-such-branch'"):
+    with pytest.raises(ValueError, match="--baseline 'no-such-branch'"):
         regress.compare(records, c[3], baseline="no-such-branch", repo=hist.repo)
 
 

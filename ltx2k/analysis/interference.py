@@ -38,12 +38,12 @@ exclusive-regex list ``ltx2k shard-run --policy`` reads.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ltx2k.analysis.significance import rank_test_can_reach, samples, signed_rank_can_reach
 from ltx2k.analysis.thresholds import DEFAULT_ALPHA
 from ltx2k.history.records import Record, load_results
 
@@ -177,25 +177,10 @@ def _index(records: Sequence[Record], families: Sequence[str], what: str):
 # --- statistics -----------------------------------------------------------------------------
 
 
-def _samples(r: Record | None) -> list[float]:
-    if r is None or not r.samples:
-        return []
-    return [x for x in r.samples if x is not None and not math.isnan(x)]
-
-
-def _mwu_can_reach(m: int, n: int, alpha: float) -> bool:
-    # Smallest two-sided p of an exact rank test on m and n points.
-    return m > 0 and n > 0 and 2.0 / math.comb(m + n, min(m, n)) < alpha
-
-
-def _wilcoxon_can_reach(n: int, alpha: float) -> bool:
-    return n > 0 and 2.0 / 2.0**n < alpha
-
-
 def _cell(condition: str, key, ref: Record | None, rec: Record | None, alpha: float) -> CellShift:
     benchmark, params = key
     family = benchmark.rsplit(".", 1)[-1]
-    a, b = _samples(ref), _samples(rec)
+    a, b = samples(ref), samples(rec)
     base = dict(condition=condition, benchmark=benchmark, family=family, params=params)
     usable = (
         ref is not None
@@ -204,7 +189,7 @@ def _cell(condition: str, key, ref: Record | None, rec: Record | None, alpha: fl
         and rec.value is not None
         and ref.value > 0
         and ref.ci_99 is not None
-        and _mwu_can_reach(len(a), len(b), alpha)
+        and rank_test_can_reach(len(a), len(b), alpha)
     )
     if not usable:
         return CellShift(
@@ -243,7 +228,7 @@ def _family(condition: str, family: str, cells: list[CellShift], alpha: float) -
     spread = dict(
         shift_ci=_median_ci(logs), median_abs_shift=float(np.median(np.abs(np.expm1(logs))))
     )
-    if not _wilcoxon_can_reach(n, alpha):
+    if not signed_rank_can_reach(n, alpha):
         return FamilyShift(
             condition,
             family,

@@ -44,6 +44,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ltx2k.analysis.changepoint import DEFAULT_ALPHA as _changepoint_alpha
+
 DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.03),
     ("*.time_host_latency", 2.2),
@@ -63,12 +65,17 @@ DEFAULT_DIRECTIONS: tuple[tuple[str, str], ...] = (
 # that a flag here means what a flag in `asv compare` means.
 DEFAULT_ALPHA = 0.002
 
+# The change-point detector's family-wise level per series (its own default,
+# see ltx2k.analysis.changepoint and docs/detectors.md).
+DEFAULT_HISTORY_ALPHA = _changepoint_alpha
+
 
 @dataclass(frozen=True)
 class Thresholds:
     ratios: tuple[tuple[str, float], ...] = DEFAULT_RATIOS
     directions: tuple[tuple[str, str], ...] = DEFAULT_DIRECTIONS
     alpha: float = DEFAULT_ALPHA
+    history_alpha: float = DEFAULT_HISTORY_ALPHA
 
     def __post_init__(self):
         for pattern, ratio in self.ratios:
@@ -78,8 +85,12 @@ class Thresholds:
                 raise ValueError(
                     f"direction for {pattern!r} must be 'lower' or 'higher', got {direction!r}"
                 )
-        if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 1.0):
-            raise ValueError(f"alpha must be a number in (0, 1), got {self.alpha!r}")
+        for name in ("alpha", "history_alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (
+                isinstance(value, (int, float)) and 0.0 < value < 1.0
+            ):
+                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
 
     def ratio_for(self, benchmark: str) -> float:
         return _first(self.ratios, benchmark, 1.05)
@@ -92,11 +103,11 @@ class Thresholds:
         """User settings over the defaults (user patterns are tried first)."""
         if not isinstance(data, Mapping):
             raise TypeError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        extra = set(data) - {"thresholds", "direction", "alpha"}
+        extra = set(data) - {"thresholds", "direction", "alpha", "history_alpha"}
         if extra:
             raise ValueError(
                 f"{source}: unknown key(s) {sorted(extra)}; "
-                "expected 'thresholds', 'direction', 'alpha'"
+                "expected 'thresholds', 'direction', 'alpha', 'history_alpha'"
             )
         ratios = data.get("thresholds", {})
         directions = data.get("direction", {})
@@ -109,6 +120,7 @@ class Thresholds:
             ratios=tuple((str(k), v) for k, v in ratios.items()) + DEFAULT_RATIOS,
             directions=tuple((str(k), v) for k, v in directions.items()) + DEFAULT_DIRECTIONS,
             alpha=data.get("alpha", DEFAULT_ALPHA),
+            history_alpha=data.get("history_alpha", DEFAULT_HISTORY_ALPHA),
         )
 
     @classmethod

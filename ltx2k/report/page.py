@@ -18,8 +18,8 @@ from pathlib import Path
 from string import Template
 
 from ltx2k import shapes
-from ltx2k.analysis.regress import format_value
 from ltx2k.report import plots
+from ltx2k.report.markdown import format_value
 
 SUMMARY_HTML = "summary.html"
 SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host

@@ -1,0 +1,438 @@
+"""Change points in one benchmark series, judged against the noise of its own history.
+
+A series is one benchmark cell on one GPU: a run's median per commit, oldest
+first, ``None`` where the run failed or is missing. :func:`detect` answers
+"where did the level move, by how much, and could run-to-run noise have done
+it?".
+
+Why not a library. asv's :mod:`asv.step_detect` (an L1 piecewise-constant
+fit with a BIC-like penalty) has no significance test: its penalty is scaled
+by a noise estimate, but nothing bounds how often an unchanged noisy series
+gets a step. Apache Otava's E-divisive means has a permutation test, which is
+distribution-free but cannot reach a small p-value with a handful of points
+after the step (with one run on the new level, no permutation p is below
+1/n): a step at HEAD, the usual case, goes unflagged until several commits
+later. Both are scored against this module on one labelled corpus in
+``docs/detectors.md``. What is written here is the part neither does: a
+scan statistic calibrated for the exact number of runs, with the noise
+learned from the series itself and, where given, from the other series of
+the same GPU and metric.
+
+The method:
+
+1. **Scale.** Values are compared on a log scale (a 5% step is the same
+   size at 2 us and at 400 us); series with zeros or negatives stay linear,
+   in units of their median.
+2. **Noise.** The between-run noise ``sigma`` is a robust spread of the
+   run-to-run differences: ``1.4826 * median(|d|) / sqrt(2)``. A step makes
+   one large difference, which the median ignores. With few runs that
+   estimate is itself noisy, so a :class:`NoisePrior` (the same estimate,
+   pooled over the other series of that GPU and metric, see
+   :func:`pooled_noise`) is combined with it as ``PRIOR_WEIGHT`` runs'
+   worth of evidence. The within-run confidence of each run's median
+   (from its samples) is a floor: a run whose own samples are wide is not
+   a precise point, however quiet its neighbours were.
+3. **Scan.** For every split ``k`` of a segment, ``T_k`` is the difference
+   of the mean levels after and before ``k`` in units of its standard
+   error. The largest ``|T_k|`` is the candidate step. Every segment but
+   the newest needs two runs on each side (a single odd run in the middle
+   of the history is an outlier, not a step); the newest may have one run
+   after the split, so a step at HEAD is seen on its first run.
+4. **Significance.** The null distribution of ``max |T_k|`` depends on the
+   number of runs, on how the noise was estimated and on which splits were
+   scanned, none of which a textbook table covers. It is simulated here for
+   the exact case (Gaussian noise, the same run count, the same estimator
+   and prior weight) and cached; the p-value is the share of simulated
+   unchanged series whose statistic reaches the observed one. A split is
+   kept when ``p < alpha``; binary segmentation then looks for further
+   steps on each side.
+5. **Size.** A step is *reported* when it is significant and its size
+   reaches the practical minimum (``min_effect``, configurable per
+   benchmark in :mod:`ltx2k.analysis.thresholds`). Smaller significant
+   steps still split the series, so they never pollute another step's
+   baseline.
+
+Each :class:`Step` says where the old level was last seen and the new one
+first seen (positions into the input, so missing runs in between make a
+range), its ratio with a 95% confidence interval, and whether the new level
+persists (two or more runs on it, not undone by a later step).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# The family-wise false-flag rate per series and scan: at 0.002 an
+# unchanged series is flagged about once in 500 evaluations under Gaussian
+# noise, which leaves room for the heavier tails of real runs within the 1%
+# budget (docs/detectors.md measures both).
+DEFAULT_ALPHA = 0.002
+
+# How many runs' worth of evidence the pooled noise of the GPU's other
+# series counts for, against the series' own estimate. A median-based spread
+# of n differences is worth about 0.37 n runs of a standard deviation, so a
+# 12-run series and the prior weigh about the same.
+PRIOR_WEIGHT = 12.0
+_ESTIMATOR_EFFICIENCY = 0.8
+_MAD_TO_SIGMA = 1.4826
+
+# Simulated unchanged series per calibration: the p-value's resolution is
+# 1 / _NULL_DRAWS, well below DEFAULT_ALPHA.
+_NULL_DRAWS = 20000
+_MIN_RUNS = 3
+# A series whose own noise estimate is above this quantile of what the pooled
+# noise predicts is judged on its own estimate (see _own_limit).
+_OWN_QUANTILE = 0.9
+
+
+@dataclass(frozen=True)
+class NoisePrior:
+    """Between-run noise pooled over several series (relative, log scale)."""
+
+    sigma: float
+    n_series: int
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise a series was judged against."""
+
+    sigma: float  # between-run noise used, relative (0.01 = 1%)
+    own: float | None  # the series' own estimate, None with fewer than 3 runs
+    prior: float | None  # the pooled estimate, if one was given
+    within: float | None  # median within-run standard error of a run's median
+    runs: int  # runs with a value
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change of level between two runs of a series."""
+
+    index: int  # position of the first run on the new level
+    last_good_index: int  # position of the last run on the old level
+    ratio: float  # new level / old level
+    ci: tuple[float, float]  # 95% confidence interval of the ratio
+    p_value: float
+    runs_before: int  # runs in the old level's segment
+    runs_after: int  # runs in the new level's segment
+    persists: bool  # >= 2 runs on the new level and no later step undoing it
+    significant_only: bool = False  # below the practical minimum size: not reported
+
+
+@dataclass(frozen=True)
+class Detection:
+    steps: tuple[Step, ...]  # reported: significant and at least min_effect
+    changes: tuple[Step, ...]  # every significant change, reported or not
+    noise: Noise
+
+    @property
+    def latest(self) -> Step | None:
+        return self.steps[-1] if self.steps else None
+
+
+# --- noise ---------------------------------------------------------------------------------
+
+
+def _scale(values: Sequence[float]) -> tuple[np.ndarray, bool]:
+    """Values on the scale the detector works in, and whether it is the log scale."""
+    v = np.asarray(values, dtype=float)
+    if np.all(v > 0):
+        return np.log(v), True
+    unit = float(np.median(np.abs(v))) or 1.0
+    return v / unit, False
+
+
+def _trim(n_diffs: int) -> int:
+    # A step makes one large difference and an outlier run two; they are left out.
+    return 1 if n_diffs < 6 else max(2, math.ceil(0.15 * n_diffs))
+
+
+def _trimmed_rms(d: np.ndarray) -> np.ndarray:
+    """Root mean square of the smallest differences along the last axis (no consistency factor)."""
+    keep = d.shape[-1] - _trim(d.shape[-1])
+    sq = np.sort(d * d, axis=-1)[..., :keep]
+    return np.sqrt(sq.mean(axis=-1))
+
+
+@functools.lru_cache(maxsize=256)
+def _consistency(n_diffs: int) -> float:
+    """Factor that makes the trimmed RMS of n_diffs unit-noise differences estimate 1."""
+    rng = np.random.default_rng(n_diffs)
+    d = np.diff(rng.standard_normal((_NULL_DRAWS, n_diffs + 1)), axis=1)
+    return float(1.0 / np.sqrt(np.mean(_trimmed_rms(d) ** 2)))
+
+
+def _diff_sigma(y: np.ndarray) -> float | None:
+    """Between-run noise from the run-to-run differences, robust to a step and an outlier.
+
+    A trimmed root mean square rather than a median absolute deviation: with
+    8 to 20 runs the median wastes most of the little information there is
+    (it is worth ~0.37 runs per run, the trimmed RMS ~0.8), and every run
+    of precision is detection power at HEAD.
+    """
+    if len(y) < _MIN_RUNS:
+        return None
+    d = np.diff(y)
+    return float(_trimmed_rms(d) * _consistency(len(d)))
+
+
+def _within_se(samples, value: float, log_scale: bool) -> float | None:
+    """Standard error of one run's median from its samples, on the detector's scale."""
+    s = [x for x in samples or () if x is not None and math.isfinite(x)]
+    if len(s) < 3 or not value:
+        return None
+    arr = np.asarray(s, dtype=float)
+    spread = _MAD_TO_SIGMA * float(np.median(np.abs(arr - np.median(arr))))
+    # The median of n normal draws has ~1.25x the standard error of the mean.
+    se = 1.2533 * spread / math.sqrt(len(arr))
+    return se / abs(value) if log_scale else se
+
+
+def _present(values) -> tuple[list[int], list[float]]:
+    idx, vals = [], []
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        fv = float(v)
+        if math.isfinite(fv):
+            idx.append(i)
+            vals.append(fv)
+    return idx, vals
+
+
+def pooled_noise(series: Sequence[Sequence[float | None]]) -> NoisePrior | None:
+    """The typical between-run noise of several series (e.g. one GPU's cells of one metric).
+
+    The median of the series' own estimates, so one bimodal or broken cell
+    does not set the noise of the rest. ``None`` with fewer than 3 usable series.
+    """
+    own = []
+    for values in series:
+        _, vals = _present(values)
+        if len(vals) < _MIN_RUNS:
+            continue
+        y, _ = _scale(vals)
+        s = _diff_sigma(y)
+        if s is not None:
+            own.append(s)
+    if len(own) < 3:
+        return None
+    return NoisePrior(float(np.median(own)), len(own))
+
+
+@functools.lru_cache(maxsize=256)
+def _own_limit(n_runs: int) -> float:
+    """A high quantile (_OWN_QUANTILE) of a series' own noise estimate at unit true noise.
+
+    A series whose own estimate is above it is noisier than the GPU's other
+    series (a bimodal autotuner, a host-bound cell): the prior would
+    understate its noise, so it is judged on its own.
+    """
+    rng = np.random.default_rng(1000 + n_runs)
+    d = np.diff(rng.standard_normal((_NULL_DRAWS, n_runs)), axis=1)
+    return float(np.quantile(_trimmed_rms(d) * _consistency(n_runs - 1), _OWN_QUANTILE))
+
+
+def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float | None:
+    if prior is None:
+        return own
+    if own is None:
+        return prior.sigma
+    if own > prior.sigma * _own_limit(n_runs):
+        return own
+    dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
+    return math.sqrt((PRIOR_WEIGHT * prior.sigma**2 + dof * own**2) / (PRIOR_WEIGHT + dof))
+
+
+# --- the scan statistic and its null distribution -------------------------------------------
+
+
+def _scan(y: np.ndarray, lo: int, hi: int, head_end: bool):
+    """Splits k in (lo, hi) with their standardized mean differences (per unit sigma)."""
+    seg = y[lo:hi]
+    m = len(seg)
+    min_after = 1 if head_end else 2
+    ks = np.arange(2, m - min_after + 1)
+    if len(ks) == 0:
+        return ks, ks.astype(float)
+    c = np.cumsum(seg)
+    left = c[ks - 1] / ks
+    right = (c[-1] - c[ks - 1]) / (m - ks)
+    t = (right - left) / np.sqrt(1.0 / ks + 1.0 / (m - ks))
+    return ks + lo, t
+
+
+@functools.lru_cache(maxsize=512)
+def _null_max(n: int, m: int, head_end: bool, prior: bool, floor_ratio: float) -> np.ndarray:
+    """Sorted draws of max|T| for an unchanged segment of m runs in a series of n.
+
+    Simulated with the same noise estimator as the real series: the sigma of
+    the whole n-run series (own estimate, combined with an exact prior when
+    the real series had one), floored at ``floor_ratio`` (the within-run floor
+    relative to the prior, rounded so the cache stays small).
+    """
+    rng = np.random.default_rng(20261201 + 7919 * n + 31 * m + 2 * head_end + prior)
+    z = rng.standard_normal((_NULL_DRAWS, n))
+    own = _trimmed_rms(np.diff(z, axis=1)) * _consistency(n - 1)
+    if prior:
+        dof = _ESTIMATOR_EFFICIENCY * (n - 1)
+        pooled = np.sqrt((PRIOR_WEIGHT + dof * own**2) / (PRIOR_WEIGHT + dof))
+        sigma = np.where(own > _own_limit(n), own, pooled)
+    else:
+        sigma = own
+    sigma = np.maximum(sigma, floor_ratio)
+    seg = z[:, n - m :] if head_end else z[:, :m]
+    min_after = 1 if head_end else 2
+    ks = np.arange(2, m - min_after + 1)
+    if len(ks) == 0:
+        return np.zeros(1)
+    c = np.cumsum(seg, axis=1)
+    left = c[:, ks - 1] / ks
+    right = (c[:, -1:] - c[:, ks - 1]) / (m - ks)
+    t = np.abs(right - left) / np.sqrt(1.0 / ks + 1.0 / (m - ks))
+    stat = t.max(axis=1) / np.maximum(sigma, 1e-12)
+    return np.sort(stat)
+
+
+def _p_value(stat: float, n: int, m: int, head_end: bool, prior: bool, floor_ratio: float):
+    null = _null_max(n, m, head_end, prior, floor_ratio)
+    above = len(null) - int(np.searchsorted(null, stat, side="left"))
+    return (above + 1) / (len(null) + 1)
+
+
+# --- detection ---------------------------------------------------------------------------------
+
+
+def _check_args(values, samples, alpha, min_effect) -> None:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(
+            f"values must be a sequence of numbers or None, got {type(values).__name__}"
+        )
+    for i, v in enumerate(values):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise TypeError(f"values[{i}] must be a number or None, got {v!r}")
+    if samples is not None and len(samples) != len(values):
+        raise ValueError(
+            f"samples must have one entry per value: {len(samples)} samples for "
+            f"{len(values)} values"
+        )
+    if not (isinstance(alpha, float) and 0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
+    if isinstance(min_effect, bool) or not isinstance(min_effect, (int, float)) or min_effect < 0:
+        raise ValueError(f"min_effect must be a number >= 0 (0.03 = 3%), got {min_effect!r}")
+
+
+def detect(
+    values: Sequence[float | None],
+    *,
+    samples: Sequence[Sequence[float] | None] | None = None,
+    prior: NoisePrior | None = None,
+    min_effect: float = 0.03,
+    alpha: float = DEFAULT_ALPHA,
+) -> Detection:
+    """Steps in *values* (oldest first; ``None`` = no run), see the module docstring.
+
+    *samples* are the runs' raw samples (the within-run floor of the noise),
+    *prior* the pooled noise of comparable series, *min_effect* the smallest
+    relative step worth reporting (0.03 = 3%).
+    """
+    _check_args(values, samples, alpha, min_effect)
+    idx, vals = _present(values)
+    n = len(vals)
+    if n == 0:
+        return Detection((), (), Noise(math.nan, None, None, None, 0))
+    y, log_scale = _scale(vals)
+    own = _diff_sigma(y)
+    ses = []
+    if samples is not None:
+        for i, v in zip(idx, vals, strict=True):
+            se = _within_se(samples[i], v, log_scale)
+            if se is not None:
+                ses.append(se)
+    within = float(np.median(ses)) if ses else None
+    sigma = _combine(own, n, prior if log_scale else None)
+    noise = Noise(
+        sigma if sigma is not None else math.nan,
+        own,
+        prior.sigma if prior is not None and log_scale else None,
+        within,
+        n,
+    )
+    if n < _MIN_RUNS or sigma is None:
+        return Detection((), (), noise)
+
+    use_prior = prior is not None and log_scale and prior.sigma > 0
+    eff = max(sigma, within or 0.0)
+    exact = eff == 0.0  # e.g. allocation counts: any change of level is real
+    floor_ratio = 0.0
+    if use_prior and within:
+        # Quantised so that the calibration cache is shared by similar series.
+        floor_ratio = round(within / prior.sigma, 1)
+
+    splits: list[tuple[int, float]] = []  # (split position into vals, p)
+
+    def segment(lo: int, hi: int) -> None:
+        head_end = hi == n
+        ks, t = _scan(y, lo, hi, head_end)
+        if len(ks) == 0:
+            return
+        if exact:
+            # Rounding of the cumulative sums is the only noise of an exact series.
+            moved = np.abs(t) > 1e-9
+            if not moved.any():
+                return
+            j = int(np.argmax(np.abs(t)))
+            k, p = int(ks[j]), 0.0
+        else:
+            stat = np.abs(t) / eff
+            j = int(np.argmax(stat))
+            k = int(ks[j])
+            # max|T| / sigma does not depend on the noise's scale, so the simulated
+            # series (unit noise, the prior exact) calibrate it directly.
+            p = _p_value(float(stat[j]), n, hi - lo, head_end, use_prior, floor_ratio)
+            if p >= alpha:
+                return
+        splits.append((k, p))
+        segment(lo, k)
+        segment(k, hi)
+
+    segment(0, n)
+    splits.sort()
+    bounds = [0] + [k for k, _ in splits] + [n]
+    changes = []
+    for s, (k, p) in enumerate(splits):
+        before = y[bounds[s] : k]
+        after = y[k : bounds[s + 2]]
+        diff = float(after.mean() - before.mean())
+        se = eff * math.sqrt(1.0 / len(before) + 1.0 / len(after))
+        lo_d, hi_d = diff - 1.96 * se, diff + 1.96 * se
+        if log_scale:
+            ratio, ci = math.exp(diff), (math.exp(lo_d), math.exp(hi_d))
+        else:
+            base = float(before.mean())
+            ratio = (base + diff) / base if base else math.inf
+            ci = ((base + lo_d) / base, (base + hi_d) / base) if base else (math.inf, math.inf)
+        undone = False
+        if s + 1 < len(splits):
+            nxt = float(y[splits[s + 1][0] : bounds[s + 3]].mean() - after.mean())
+            undone = nxt * diff < 0 and abs(nxt) >= 0.5 * abs(diff)
+        changes.append(
+            Step(
+                index=idx[k],
+                last_good_index=idx[k - 1],
+                ratio=ratio,
+                ci=ci,
+                p_value=p,
+                runs_before=len(before),
+                runs_after=len(after),
+                persists=len(after) >= 2 and not undone,
+                significant_only=abs(ratio - 1.0) < min_effect,
+            )
+        )
+    reported = tuple(c for c in changes if not c.significant_only)
+    return Detection(reported, tuple(changes), noise)

@@ -1,0 +1,232 @@
+"""The regression report as typed objects: what analysis hands to the report layer.
+
+A :class:`Report` holds one :class:`Row` per benchmark x parameter
+combination and, in each row, one :class:`Cell` per GPU. A cell judged on
+its history carries the :class:`StepInfo` the change-point detector found.
+``Report.to_json`` is the documented file format (docs/history.md) and
+``Report.from_json`` reads it back, so a report written by one job is the
+same object in the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ltx2k.history.records import Problem
+
+EXIT_OK = 0
+EXIT_REGRESSION = 2
+EXIT_INSUFFICIENT = 3
+
+FLAGS = ("regression", "improvement", "ok", "insufficient")
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """A change of level in one GPU's history of one cell, named by commits."""
+
+    last_good: str  # last commit measured on the old level
+    first_bad: str  # first commit measured on the new level
+    range: tuple[str, ...]  # commits after last_good up to first_bad, oldest first
+    ratio: float  # new level / old level, as stored (not direction-adjusted)
+    ci: tuple[float, float]  # 95% confidence interval of the ratio
+    p_value: float
+    persists: bool  # >= 2 runs on the new level and no later step undoing it
+    runs_after: int
+    direction: str  # "regression" | "improvement" | "change" (below the minimum size)
+
+    @property
+    def exact(self) -> bool:
+        return len(self.range) == 1
+
+    def to_json(self) -> dict:
+        return {
+            "last_good": self.last_good,
+            "first_bad": self.first_bad,
+            "range": list(self.range),
+            "ratio": self.ratio,
+            "ci": list(self.ci),
+            "p_value": self.p_value,
+            "persists": self.persists,
+            "runs_after": self.runs_after,
+            "direction": self.direction,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> StepInfo:
+        return cls(
+            d["last_good"],
+            d["first_bad"],
+            tuple(d["range"]),
+            float(d["ratio"]),
+            (float(d["ci"][0]), float(d["ci"][1])),
+            float(d["p_value"]),
+            bool(d["persists"]),
+            int(d.get("runs_after", 0)),
+            d["direction"],
+        )
+
+
+@dataclass(frozen=True)
+class Cell:
+    ratio: float | None  # head / base, as stored (not direction-adjusted)
+    flag: str  # one of FLAGS
+    head: float | None
+    base: float | None  # the baseline commit's value, or the level before the step
+    p_value: float | None
+    test: str  # "mann-whitney", "ci-overlap", "ratio-only", "change-point", "none"
+    step: StepInfo | None = None  # the step that decides the flag (history mode)
+    earlier: tuple[StepInfo, ...] = ()  # older steps in the window, for context
+    noise: float | None = None  # between-run noise the history was judged against
+
+    def to_json(self) -> dict:
+        return {
+            "ratio": self.ratio,
+            "flag": self.flag,
+            "head": self.head,
+            "base": self.base,
+            "p_value": self.p_value,
+            "test": self.test,
+            "step": self.step.to_json() if self.step else None,
+            "earlier_steps": [s.to_json() for s in self.earlier],
+            "noise": self.noise,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Cell:
+        step = d.get("step")
+        return cls(
+            d.get("ratio"),
+            d["flag"],
+            d.get("head"),
+            d.get("base"),
+            d.get("p_value"),
+            d.get("test", "none"),
+            StepInfo.from_json(step) if step else None,
+            tuple(StepInfo.from_json(s) for s in d.get("earlier_steps") or ()),
+            d.get("noise"),
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: str
+    kernel: str  # the asv class, e.g. "SplitRope"
+    metric: str
+    variant: str | None
+    shape: str | None
+    params: tuple[tuple[str, str], ...]
+    unit: str
+    higher_is_better: bool
+    threshold: float
+    cells: dict[str, Cell]
+
+    def to_json(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "kernel": self.kernel,
+            "metric": self.metric,
+            "variant": self.variant,
+            "shape": self.shape,
+            "params": [list(p) for p in self.params],
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "threshold": self.threshold,
+            "cells": {m: c.to_json() for m, c in self.cells.items()},
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Row:
+        return cls(
+            d["benchmark"],
+            d.get("kernel", ""),
+            d.get("metric", ""),
+            d.get("variant"),
+            d.get("shape"),
+            tuple((str(k), str(v)) for k, v in d.get("params", ())),
+            d.get("unit", ""),
+            bool(d.get("higher_is_better", False)),
+            float(d.get("threshold", 1.0)),
+            {m: Cell.from_json(c) for m, c in d.get("cells", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class Baseline:
+    kind: str  # "commit" | "branch" | "last-n" (change points over the last N commits)
+    ref: str  # the commit or branch asked for, or the window length N
+    commits: tuple[str, ...]  # every baseline commit used, on any machine
+    by_machine: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    head: str
+    baseline: Baseline
+    status: str  # "regression" | "ok" | "insufficient"
+    machines: tuple[str, ...]
+    rows: tuple[Row, ...]
+    problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = ()  # why data is missing, per machine
+
+    @property
+    def exit_code(self) -> int:
+        return {"regression": EXIT_REGRESSION, "insufficient": EXIT_INSUFFICIENT}.get(
+            self.status, EXIT_OK
+        )
+
+    def cells(self, flag: str | None = None) -> list[tuple[Row, str, Cell]]:
+        return [
+            (row, m, c)
+            for row in self.rows
+            for m, c in row.cells.items()
+            if flag is None or c.flag == flag
+        ]
+
+    def to_json(self) -> dict:
+        """The documented schema (docs/history.md); extra keys are additive."""
+        return {
+            "head": self.head,
+            "baseline": {
+                "kind": self.baseline.kind,
+                "ref": self.baseline.ref,
+                "commits": list(self.baseline.commits),
+                "commits_by_machine": {k: list(v) for k, v in self.baseline.by_machine.items()},
+            },
+            "status": self.status,
+            "machines": list(self.machines),
+            "rows": [r.to_json() for r in self.rows],
+            "notes": list(self.notes),
+            "problems": [
+                {"path": p.path, "machine": p.machine, "kind": p.kind, "message": p.message}
+                for p in self.problems
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping, *, source: str = "report") -> Report:
+        """A report written by :meth:`to_json`; ValueError naming *source* if it is not one."""
+        try:
+            b = d["baseline"]
+            return cls(
+                d["head"],
+                Baseline(
+                    b["kind"],
+                    str(b["ref"]),
+                    tuple(b.get("commits", ())),
+                    {k: tuple(v) for k, v in b.get("commits_by_machine", {}).items()},
+                ),
+                d["status"],
+                tuple(d.get("machines", ())),
+                tuple(Row.from_json(r) for r in d["rows"]),
+                tuple(
+                    Problem(p.get("path", ""), p.get("machine"), p["kind"], p.get("message", ""))
+                    for p in d.get("problems", ())
+                ),
+                tuple(d.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            raise ValueError(
+                f"{source} is not an ltx2k regress report ({type(e).__name__}: {e})"
+            ) from e

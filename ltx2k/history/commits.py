@@ -1,0 +1,81 @@
+"""Commit names and order: git where a repository is given, asv's stored dates otherwise.
+
+asv results carry a commit's full sha and its commit date, not its parents,
+so the order of a history comes from ``git rev-list --first-parent`` (the
+mainline, as ``asv publish`` and ``asv find`` walk it) when the repository
+is at hand, and from the stored dates when it is not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+
+_HEX = re.compile(r"[0-9a-fA-F]{4,40}")
+
+
+def git(repo, *args: str) -> str | None:
+    """stdout of a git command in *repo*, or None when git fails."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", os.fspath(repo), *args], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def check_repo(repo, flag: str = "--repo") -> None:
+    if repo is not None and not os.path.isdir(os.fspath(repo)):
+        raise ValueError(f"{flag} {os.fspath(repo)!r} is not a directory")
+
+
+def resolve(ref, known: Iterable[str], repo, what: str) -> tuple[str | None, str]:
+    """(full sha, kind) of *ref*: kind "commit" or "branch".
+
+    The sha is None when no result has that commit and no repository knows it.
+    *what* names the flag in error messages (``--head``).
+    """
+    if not isinstance(ref, str) or not ref.strip():
+        raise ValueError(f"{what} must be a commit sha or branch name, got {ref!r}")
+    ref = ref.strip()
+    is_hex = bool(_HEX.fullmatch(ref))
+    if repo is not None:
+        sha = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        if sha:
+            return sha, ("commit" if is_hex and sha.startswith(ref.lower()) else "branch")
+        if not is_hex:
+            raise ValueError(f"{what} {ref!r} is not a commit or branch in repo {repo!r}")
+    if not is_hex:
+        raise ValueError(
+            f"{what} {ref!r} is not a commit sha; to use a branch name, pass --repo PATH "
+            "so that `git rev-parse` can resolve it"
+        )
+    matches = sorted(c for c in set(known) if c.lower().startswith(ref.lower()))
+    if len(matches) > 1:
+        raise ValueError(f"{what} {ref!r} is ambiguous: it prefixes {', '.join(matches)}")
+    if matches:
+        return matches[0], "commit"
+    return (ref.lower() if len(ref) == 40 else None), "commit"
+
+
+def mainline(head: str, repo, dates: Mapping[str, int]) -> list[str]:
+    """Commits up to and including *head*, oldest first.
+
+    With *repo*: git's first-parent history of head, every commit (measured or
+    not, so a step's range can name the commits nobody benchmarked). Without:
+    the commits of *dates* (sha -> asv commit date) dated before head, then
+    head; commits dated the same instant as head cannot be ordered against it
+    and are left out.
+    """
+    if repo is not None:
+        out = git(repo, "rev-list", "--first-parent", head)
+        if out is None:
+            raise ValueError(f"head {head} is not in repo {os.fspath(repo)!r}")
+        return list(reversed(out.split()))
+    if head not in dates:
+        return [head]
+    before = sorted((c for c in dates if dates[c] < dates[head]), key=lambda c: (dates[c], c))
+    return before + [head]

@@ -1,0 +1,87 @@
+"""One series per GPU per benchmark cell: a run per commit along the mainline.
+
+A :class:`Series` is what the change-point detector judges: for one machine,
+benchmark and parameter combination, the runs of the commits that machine
+measured, oldest first, ending at the head commit. Runs that failed, were
+skipped or are missing keep their place with ``value=None`` and a status
+saying which; nothing is interpolated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ltx2k.history.records import Record
+
+# Why a point has no value.
+OK, FAILED, MISSING = "ok", "failed", "missing"
+
+
+@dataclass(frozen=True)
+class Point:
+    commit: str
+    value: float | None
+    samples: tuple[float, ...] | None
+    status: str  # OK | FAILED (a result without a value) | MISSING (no result for this cell)
+    record: Record | None
+
+
+@dataclass(frozen=True)
+class Series:
+    machine: str
+    benchmark: str
+    params: tuple[tuple[str, str], ...]
+    unit: str
+    points: tuple[Point, ...]  # oldest first; the last one is the head commit
+
+    @property
+    def values(self) -> list[float | None]:
+        return [p.value for p in self.points]
+
+    @property
+    def samples(self) -> list[tuple[float, ...] | None]:
+        return [p.samples for p in self.points]
+
+    @property
+    def commits(self) -> list[str]:
+        return [p.commit for p in self.points]
+
+
+def index_records(records: Iterable[Record]) -> dict:
+    """(machine, commit) -> {(benchmark, params): Record}; refuses ambiguous environments."""
+    index: dict = {}
+    for r in records:
+        slot = index.setdefault((r.machine, r.commit), {})
+        key = (r.benchmark, r.params)
+        if key in slot and slot[key].env != r.env:
+            raise ValueError(
+                f"machine {r.machine!r} has results of commit {r.commit[:8]} in several "
+                f"environments ({slot[key].env!r}, {r.env!r}); pass --env to pick one"
+            )
+        slot[key] = r
+    return index
+
+
+def machine_commits(index: dict, machine: str, order: Sequence[str], head: str, last: int):
+    """The *last* commits before head that *machine* has results for, then head; oldest first."""
+    pos = {c: i for i, c in enumerate(order)}
+    measured = [c for c in order if (machine, c) in index and c != head]
+    if head in pos:
+        measured = [c for c in measured if pos[c] < pos[head]]
+    return measured[-last:] + [head]
+
+
+def build(index: dict, machine: str, commits: Sequence[str], key) -> Series:
+    """The series of one cell (*key* = (benchmark, params)) over *commits* on *machine*."""
+    benchmark, params = key
+    points, unit = [], ""
+    for c in commits:
+        rec = index.get((machine, c), {}).get(key)
+        if rec is None:
+            points.append(Point(c, None, None, MISSING, None))
+            continue
+        unit = rec.unit or unit
+        status = OK if rec.value is not None else FAILED
+        points.append(Point(c, rec.value, rec.samples, status, rec))
+    return Series(machine, benchmark, params, unit, tuple(points))

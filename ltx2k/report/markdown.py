@@ -1,0 +1,126 @@
+"""The regression report as Markdown: a PR comment, a job summary, an issue body."""
+
+from __future__ import annotations
+
+from ltx2k.analysis.model import Baseline, Cell, Report, StepInfo
+
+_MARK = {"regression": " ❌", "improvement": " ✅", "ok": "", "insufficient": ""}
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "seconds":
+        for scale, suffix in ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s")):
+            if abs(value) < scale * 1000 or suffix == "s":
+                return f"{value / scale:.3g} {suffix}"
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit == "allocations" or float(value).is_integer():
+        return f"{value:g}"
+    return f"{value:.4g} {unit}".strip()
+
+
+def format_cell(c: Cell) -> str:
+    if c.flag == "insufficient":
+        return "—"
+    if c.ratio is None:
+        return f"{c.head:g} vs 0{_MARK[c.flag]}"
+    return f"{c.ratio:.3f}{_MARK[c.flag]}"
+
+
+def format_step(step: StepInfo | None) -> str:
+    """`abc12345` for an exact step, `abc12345..def67890 (3 commits)` for a range."""
+    if step is None:
+        return ""
+    if step.exact:
+        where = f"`{step.first_bad[:8]}`"
+    else:
+        where = f"`{step.range[0][:8]}`..`{step.first_bad[:8]}` ({len(step.range)} commits)"
+    lo, hi = step.ci
+    size = f"{(step.ratio - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
+    tail = "" if step.persists else ", new level seen once" if step.runs_after < 2 else ", undone"
+    return f"{where} {size}{tail}"
+
+
+def _baseline_text(b: Baseline) -> str:
+    if b.kind == "last-n":
+        return f"the change points of the last {b.ref} commits"
+    sha = b.commits[0][:8] if b.commits else "?"
+    return f"{b.kind} `{b.ref}`" + (f" (`{sha}`)" if b.kind == "branch" else "")
+
+
+def render_markdown(report: Report) -> str:
+    """Summary line, regressions, then everything folded away."""
+    regs = report.cells("regression")
+    imps = report.cells("improvement")
+    n_ins = len(report.cells("insufficient"))
+    n_ok = len(report.cells("ok"))
+    gpus = sorted({m for _, m, _ in regs})
+    head = f"`{report.head[:8]}`"
+    against = f"{head} vs {_baseline_text(report.baseline)}"
+    counts = f"{len(imps)} improvement(s), {n_ok} unchanged, {n_ins} without data."
+    if report.status == "regression":
+        summary = f"**❌ {len(regs)} regression(s) on {', '.join(gpus)}** ({against}); {counts}"
+    elif report.status == "insufficient":
+        summary = f"**⚠️ Not enough data to decide** ({against}); {counts}"
+    else:
+        summary = f"**✅ No regressions** ({against}) on {len(report.machines)} GPU(s); {counts}"
+    out = [summary, ""]
+    history = report.baseline.kind == "last-n"
+
+    def cell_table(title: str, items) -> None:
+        out.extend([f"### {title}", ""])
+        step_h = " step (first bad, size [95% CI]) |" if history else ""
+        out.append(f"| GPU | kernel | metric | variant | shape | base | head | ratio | p |{step_h}")
+        out.append("|---|---|---|---|---|---:|---:|---:|---:|" + ("---|" if history else ""))
+        for row, m, c in sorted(items, key=lambda t: (t[1], t[0].benchmark, t[0].params)):
+            p = f"{c.p_value:.2g}" if c.p_value is not None else c.test
+            step = f" {format_step(c.step)} |" if history else ""
+            out.append(
+                f"| {m} | {row.kernel} | {row.metric} | {row.variant or ''} | {row.shape or ''} "
+                f"| {format_value(c.base, row.unit)} | {format_value(c.head, row.unit)} "
+                f"| {format_cell(c)} | {p} |{step}"
+            )
+        out.append("")
+
+    if regs:
+        cell_table("Regressions", regs)
+    if report.notes:
+        out.extend(["### Missing data", ""] + [f"- {n}" for n in report.notes] + [""])
+    if imps:
+        out.extend(["<details><summary>Improvements</summary>", ""])
+        cell_table("Improvements", imps)
+        out.extend(["</details>", ""])
+
+    machines = list(report.machines)
+    out.extend(
+        [
+            f"<details><summary>Full table ({len(report.rows)} rows × "
+            f"{len(machines)} GPUs)</summary>",
+            "",
+            "Ratio is head / base (with a history: the new level / the old one at the step); "
+            "❌ regression, ✅ improvement, — no data. "
+            "For bandwidth percentages higher is better.",
+            "",
+            "| kernel | metric | variant | shape | " + " | ".join(machines) + " |",
+            "|---|---|---|---|" + "---:|" * len(machines),
+        ]
+    )
+    for row in report.rows:
+        cells = " | ".join(format_cell(row.cells[m]) for m in machines)
+        out.append(
+            f"| {row.kernel} | {row.metric} | {row.variant or ''} | {row.shape or ''} | {cells} |"
+        )
+    out.extend(["", "</details>", ""])
+
+    if report.problems:
+        out.extend(
+            [
+                f"<details><summary>{len(report.problems)} problem(s) loading results</summary>",
+                "",
+            ]
+            + [f"- **{p.kind}** ({p.machine or 'all'}): {p.message}" for p in report.problems]
+            + ["", "</details>", ""]
+        )
+    return "\n".join(out)
