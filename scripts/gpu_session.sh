@@ -53,6 +53,29 @@ for step in $steps; do
            ( cd /tmp/repo && time timeout ${SHARD_TIMEOUT:-240} ltx2k shard-run --results /tmp/shard-results -- \
                -b "${SHARD_BENCH:-time_device_cold|AdaValues9.time_host_latency}" ${SHARD_RANGE:-HEAD~2..HEAD} ) 2>&1 | tee "$OUT/shard.log" | grep -v "^\s*$" | tail -25
            tar czf "$OUT/shard-results.tgz" -C /tmp shard-results ;;
+    stepcheck) # the regression detector end to end on this GPU: a throwaway branch with
+           # two no-op commits, a real kernel change (4 heads per program in "blocked"
+           # instead of 16), two more no-ops; every commit but the change is measured, so
+           # regress names a two-commit range and confirm must bisect it.
+           ( cd /tmp/repo && git config user.email bench@localhost && git config user.name bench
+             base=$(git rev-parse HEAD); git checkout -q -b step-check
+             git commit -q --allow-empty -m "no-op 1"; git commit -q --allow-empty -m "no-op 2"
+             sed -i 's/bh = min(16, triton.next_power_of_2(num_heads))/bh = min(4, triton.next_power_of_2(num_heads))/' ltx2k/kernels/rope.py
+             git commit -qam "rope blocked: 4 heads per program"; change=$(git rev-parse HEAD)
+             git commit -q --allow-empty -m "no-op 3"; git commit -q --allow-empty -m "no-op 4"
+             git rev-list "$base^..HEAD" | grep -v "$change" > /tmp/hashes.txt
+             echo "base $base change $change head $(git rev-parse HEAD)"
+             time timeout ${STEP_ASV_TIMEOUT:-300} ltx2k run -- -b "${STEP_BENCH:-SplitRope.time_device_cold\('(blocked|per_head)'}" HASHFILE:/tmp/hashes.txt 2>&1 | grep -E "real|For ltx2k commit|Running [0-9]+ total|failed" 
+             tar czf "$OUT/results.tgz" results
+             ltx2k regress --results results --repo . --head HEAD --last 20 --json "$OUT/regress_step.json" --markdown "$OUT/regress_step.md"; echo "regress (history, head) exit $?"
+             head -30 "$OUT/regress_step.md"
+             { for pair in "$base step-check~3" "step-check~1 step-check"; do set -- $pair
+                 echo "## A/A: --baseline $1 --head $2"; ltx2k regress --results results --repo . --baseline "$1" --head "$2" | head -3; echo "exit ${PIPESTATUS[0]}"; done
+               echo "## A/A history: --last 20 --head step-check~3"; ltx2k regress --results results --repo . --last 20 --head step-check~3 | head -3; echo "exit ${PIPESTATUS[0]}"
+             } 2>&1 | tee "$OUT/aa.md"
+             time timeout ${CONFIRM_TIMEOUT:-240} ltx2k confirm --report "$OUT/regress_step.json" --max-cells ${CONFIRM_CELLS:-3} --json "$OUT/confirm.json"; echo "confirm exit $?"
+           ) 2>&1 | tee "$OUT/stepcheck.log" | grep -v "^\s*$" | tail -60 ;;
+    hostcal) timeout ${HOSTCAL_TIMEOUT:-200} python3 scripts/host_calibration.py --procs ${HOSTCAL_PROCS:-16} --json "$OUT/host_calibration.json" 2>&1 | tail -40 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
