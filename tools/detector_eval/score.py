@@ -239,6 +239,22 @@ COLUMNS = (
 )
 
 
+HEADLINE = (
+    "precision",
+    "recall",
+    "recall_qualifying",
+    "f1",
+    "exact_rate_qualifying",
+    "false_flag_rate",
+    "false_flags",
+    "unchanged",
+    "qualifying_steps",
+    "within3_qualifying",
+    "recall_qualifying_at_head",
+    "recall_qualifying_before_head",
+)
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
@@ -252,6 +268,25 @@ def table(results: dict, view: str = "all") -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     sec = [f"{results['methods'][n]['seconds']:.1f}" for n in names]
     lines.append("| CPU seconds (whole corpus, all cuts) | " + " | ".join(sec) + " |")
+    return "\n".join(lines)
+
+
+def held_out_table(results: dict) -> str:
+    cols = (
+        ("precision", "precision"),
+        ("recall_qualifying", "recall (qualifying)"),
+        ("exact_rate_qualifying", "exact"),
+        ("false_flag_rate", "false flags"),
+        ("within3_qualifying", "within 3 commits"),
+        ("recall_qualifying_at_head", "recall at HEAD"),
+        ("recall_qualifying_before_head", "recall 1-4 before"),
+    )
+    lines = ["| seed | method | " + " | ".join(c for _, c in cols) + " |"]
+    lines.append("| --- | --- |" + " ---: |" * len(cols))
+    for seed, block in results.get("held_out", {}).items():
+        for name, m in block["methods"].items():
+            cells = [_pct(m[k]) for k, _ in cols]
+            lines.append(f"| {seed} | `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -395,12 +430,35 @@ def machine_info() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
 
 
+def code_info() -> dict:
+    """Which detector code the numbers belong to (it may be uncommitted while it is tuned)."""
+    import hashlib
+    import subprocess
+
+    from .corpus import REPO
+
+    path = REPO / "ltx2k" / "analysis" / "changepoint.py"
+
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+        return r.stdout.strip()
+
+    return {
+        "git_head": git("rev-parse", "HEAD"),
+        "changepoint_sha256": hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.exists()
+        else None,
+        "changepoint_git_status": git("status", "--porcelain", "--", str(path)) or "clean",
+    }
+
+
 def evaluate(
     corpus: Corpus, methods: dict[str, Method], workers: int = 1, latency: bool = True
 ) -> dict:
     results = {
         "date": datetime.date.today().isoformat(),
         "machine": machine_info(),
+        "code": code_info(),
         "corpus": corpus.describe(),
         "methods": {},
     }
@@ -419,7 +477,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--small", action="store_true", help="the test-suite corpus")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--methods", default="ltx2k,asv,asv-both,otava,otava-default")
+    ap.add_argument("--methods", default="ltx2k,asv,asv-both,asv-both-3pct,otava,otava-default")
+    ap.add_argument(
+        "--held-out",
+        default="",
+        help="comma-separated seeds of further corpora built the same way (summary only)",
+    )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--otava-venv", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -430,13 +493,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         ap.error(f"unknown methods {unknown}; known: {sorted(known)}")
     corpus = make_corpus(args.seed, small=args.small)
-    results = evaluate(corpus, {m: known[m] for m in wanted}, workers=args.workers)
+    methods = {m: known[m] for m in wanted}
+    results = evaluate(corpus, methods, workers=args.workers)
+    results["held_out"] = {}
+    for seed in (int(x) for x in args.held_out.split(",") if x.strip()):
+        other = evaluate(make_corpus(seed, small=args.small), methods, workers=args.workers)
+        results["held_out"][str(seed)] = {
+            "corpus": other["corpus"],
+            "methods": {
+                n: {k: m["views"]["all"][k] for k in HEADLINE} for n, m in other["methods"].items()
+            },
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "detector-scores.json").write_text(json.dumps(results, indent=1) + "\n")
     md = [table(results, view) for view in VIEWS]
-    (args.out / "detector-scores.md").write_text(
-        "\n\n".join(f"### {view}\n\n{t}" for view, t in zip(VIEWS, md, strict=True)) + "\n"
-    )
+    text = "\n\n".join(f"### {view}\n\n{t}" for view, t in zip(VIEWS, md, strict=True))
+    if results["held_out"]:
+        text += "\n\n### held-out corpora\n\n" + held_out_table(results)
+    (args.out / "detector-scores.md").write_text(text + "\n")
     plot(results, args.out / "detector-scores.png")
     print(md[0])
 
