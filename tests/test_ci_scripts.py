@@ -441,6 +441,11 @@ if tool == "ltx2k":
         Path(opt("--markdown")).write_text("| benchmark | ratio |\n| x | 1.3 |\n")
         Path(opt("--json")).write_text("{{}}")
         rc = int(env.get("FAKE_REGRESS_RC", "0"))
+    elif args[0] == "confirm":
+        status = env.get("FAKE_CONFIRM_STATUS", "not-confirmed")
+        Path(opt("--markdown")).write_text(f"### ltx2k confirm on `cpu-interpreter`: {{status}}\n")
+        Path(opt("--json")).write_text(json.dumps({{"status": status}}))
+        rc = int(env.get("FAKE_CONFIRM_RC", "0"))
     elif args[0] == "publish":
         if opt("--config"):
             record["config"] = json.loads(Path(opt("--config")).read_text())
@@ -687,6 +692,129 @@ def test_regress_issue_is_quiet_without_a_regression(sandbox, status):
     _regress_dir(sandbox, status)
     assert sandbox.run("regress_issue.sh", GH_REPO="o/r").returncode == 0
     assert sandbox.calls("gh") == []
+
+
+def _flagged_report(sandbox, *machines):
+    d = sandbox.root / "regress"
+    row = {
+        "benchmark": "bench_kernels.SplitRope.time_device_cold",
+        "cells": {m: {"flag": "regression", "ratio": 1.06} for m in machines},
+    }
+    (d / "report.json").write_text(json.dumps({"status": "regression", "rows": [row]}))
+
+
+def _confirm_result(sandbox, gpu, machine, status, summary=None):
+    d = sandbox.root / "confirm" / f"confirm-{gpu}"
+    d.mkdir(parents=True)
+    (d / "status").write_text(status + "\n")
+    (d / "machine").write_text(machine + "\n")
+    (d / "summary.md").write_text(summary or f"### confirm on {machine}: {status}\n")
+
+
+def test_regress_issue_reports_only_confirmed_gpus(sandbox):
+    _regress_dir(sandbox, "regressed")
+    _flagged_report(sandbox, "h200", "a100-sxm4-80gb")
+    _confirm_result(sandbox, "h200", "h200", "confirmed", "bisected to `abc123` c2: slower\n")
+    _confirm_result(sandbox, "a100", "a100-sxm4-80gb", "not-confirmed")
+    _confirm_result(sandbox, "h100", "h100-80gb-hbm3", "nothing-flagged")
+    r = sandbox.run("regress_issue.sh", GH_REPO="o/r", LTX2K_CONFIRM_DIR="confirm")
+    assert r.returncode == 0, r.stderr
+    body = sandbox.calls("gh")[-1]["body"]
+    assert "Confirmed on the GPU's own runner" in body and "h200." in body
+    assert "bisected to `abc123` c2: slower" in body
+    # The GPU whose re-measurement did not hold is named but its section left out.
+    assert "not confirmed when re-measured (left out of this issue): a100-sxm4-80gb" in body
+    assert "confirm on a100-sxm4-80gb" not in body and "h100" not in body
+    assert "SplitRope.time_device_warm" in body  # the regress report follows
+
+
+def test_regress_issue_stays_quiet_when_no_flag_is_confirmed(sandbox):
+    _regress_dir(sandbox, "regressed")
+    _flagged_report(sandbox, "h200")
+    _confirm_result(sandbox, "h200", "h200", "not-confirmed")
+    r = sandbox.run("regress_issue.sh", GH_REPO="o/r", LTX2K_CONFIRM_DIR="confirm")
+    assert r.returncode == 0, r.stderr
+    assert sandbox.calls("gh") == []
+    assert "none held" in r.stderr
+
+
+@pytest.mark.parametrize("status", ["error", "missing"])
+def test_regress_issue_reports_a_flag_its_runner_could_not_confirm(sandbox, status):
+    _regress_dir(sandbox, "regressed")
+    _flagged_report(sandbox, "h200")
+    if status != "missing":
+        _confirm_result(sandbox, "h200", "h200", status)
+    r = sandbox.run("regress_issue.sh", GH_REPO="o/r", LTX2K_CONFIRM_DIR="confirm")
+    assert r.returncode == 0, r.stderr
+    body = sandbox.calls("gh")[-1]["body"]
+    assert "not re-measured" in body and "h200" in body
+
+
+def test_regress_issue_rejects_doctored_confirm_results(sandbox):
+    _regress_dir(sandbox, "regressed")
+    _flagged_report(sandbox, "h200")
+    _confirm_result(sandbox, "h200", "h200; rm -rf /", "confirmed")
+    r = sandbox.run("regress_issue.sh", GH_REPO="o/r", LTX2K_CONFIRM_DIR="confirm")
+    assert r.returncode != 0 and "not a machine name" in r.stderr
+    assert not any(c["args"][:2] == ["issue", "create"] for c in sandbox.calls("gh"))
+
+
+def _report_file(sandbox):
+    d = sandbox.root / "regress"
+    d.mkdir(exist_ok=True)
+    (d / "report.json").write_text("{}")
+
+
+@pytest.mark.parametrize(
+    "rc, fake_status, status, exit_ok",
+    [
+        (0, "not-confirmed", "not-confirmed", True),
+        (0, "nothing-flagged", "nothing-flagged", True),
+        (2, "confirmed", "confirmed", True),
+        (1, "error", "error", False),
+    ],
+)
+def test_confirm_script_runs_ltx2k_confirm_on_the_report(sandbox, rc, fake_status, status, exit_ok):
+    _report_file(sandbox)
+    r = sandbox.run(
+        "confirm.sh",
+        FAKE_CONFIRM_RC=str(rc),
+        FAKE_CONFIRM_STATUS=fake_status,
+        LTX2K_ROUNDS="6",
+        LTX2K_GPU="h200",
+    )
+    assert (r.returncode == 0) is exit_ok, r.stderr
+    calls = sandbox.calls("ltx2k")
+    assert [c["args"][0] for c in calls] == ["machine", "confirm"]
+    args = calls[1]["args"]
+    for flag, value in (
+        ("--report", "regress/report.json"),
+        ("--machine", "cpu-interpreter"),  # the runner's own, from ltx2k machine
+        ("--rounds", "6"),
+        ("--max-cells", "20"),
+    ):
+        assert args[args.index(flag) + 1] == value, args
+    out = sandbox.root / "confirm"
+    assert (out / "status").read_text().strip() == status
+    assert (out / "machine").read_text().strip() == "cpu-interpreter"
+    assert sandbox.outputs()["status"] == status
+    assert "ltx2k confirm on" in (out / "summary.md").read_text()
+    assert sandbox.calls("asv") == []  # asv is ltx2k confirm's business
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"LTX2K_REPORT": "nope.json"}, "LTX2K_REPORT"),
+        ({"LTX2K_ROUNDS": "0"}, "LTX2K_ROUNDS"),
+        ({"LTX2K_MAX_CELLS": "many"}, "LTX2K_MAX_CELLS"),
+    ],
+)
+def test_confirm_script_validates_its_inputs(sandbox, env, message):
+    _report_file(sandbox)
+    r = sandbox.run("confirm.sh", **env)
+    assert r.returncode != 0 and message in r.stderr
+    assert sandbox.calls() == []
 
 
 def _artifact(sandbox, gpu, **verdict):
