@@ -309,13 +309,16 @@ def plot(results: dict, path: Path) -> None:
         ("false_flag_rate", "false flags, unchanged series"),
     )
     fig = plt.figure(figsize=(17, 9))
-    box = {"left": 0.07, "right": 0.97, "top": 0.9, "bottom": 0.08, "hspace": 0.35}
+    box = {"left": 0.07, "right": 0.94, "top": 0.9, "bottom": 0.08, "hspace": 0.35}
     top = fig.add_gridspec(2, len(bars), height_ratios=(1, 1.4), wspace=0.12, **box)
     for col, (key, title) in enumerate(bars):
         ax = fig.add_subplot(top[0, col])
         vals = [100 * (views[n][key] or 0.0) for n in names]
         ax.barh(range(len(names)), vals, color=[colours[n] for n in names], height=0.7)
         ax.set_yticks(range(len(names)), names if col == 0 else [""] * len(names))
+        if col == 0:
+            for label, n in zip(ax.get_yticklabels(), names, strict=True):
+                label.set_color(colours[n])
         ax.invert_yaxis()
         limit = 100.0 if key != "false_flag_rate" else max(5.0, 1.3 * max(vals))
         ax.set_xlim(0, limit)
@@ -334,24 +337,33 @@ def plot(results: dict, path: Path) -> None:
                 fontsize=8,
                 color="white" if inside else "black",
             )
-    bottom = fig.add_gridspec(2, 4, height_ratios=(1, 1.4), wspace=0.3, **box)
+    bottom = fig.add_gridspec(2, 4, height_ratios=(1, 1.4), wspace=0.45, **box)
 
-    def lines(ax, xs, series_of, xlabel, ylabel, title):
+    def lines(ax, xs, series_of, xlabel, ylabel, title, span=100.0):
+        ends = []
         for n in names:
             pts = [(x, 100 * y) for x, y in zip(xs, series_of(n), strict=True) if y is not None]
             if not pts:
                 continue
-            xs_n, ys_n = [p[0] for p in pts], [p[1] for p in pts]
-            ax.plot(xs_n, ys_n, marker="o", ms=4, color=colours[n])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, color=colours[n])
+            ends.append([pts[-1][1], pts[-1][0], n])
+        # Names at the line ends, pushed apart where lines end together.
+        ends.sort()
+        gap = 0.055 * span
+        for k in range(1, len(ends)):
+            ends[k][0] = max(ends[k][0], ends[k - 1][0] + gap)
+        for y, x, n in ends:
             ax.annotate(
                 n,
-                pts[-1],
-                xytext=(4, 0),
+                (x, y),
+                xytext=(6, 0),
                 textcoords="offset points",
                 fontsize=7,
                 color=colours[n],
                 va="center",
+                annotation_clip=False,
             )
+        ax.set_xlim(min(xs) - 0.3, max(xs) + 0.3)
         ax.set_xlabel(xlabel, fontsize=9)
         ax.set_ylabel(ylabel, fontsize=9)
         ax.set_title(title, fontsize=10)
@@ -404,6 +416,9 @@ def plot(results: dict, path: Path) -> None:
         "true between-run noise of the series",
         "unchanged series flagged (%)",
         "false flags vs noise",
+        span=max(
+            [100 * (b["false_flag_rate"] or 0) for n in names for b in views[n]["by_noise"]] + [1.0]
+        ),
     )
     ax.set_xticks(range(len(NOISE_BINS)), noise_labels, fontsize=7)
     ax.set_ylim(bottom=0)
