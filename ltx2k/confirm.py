@@ -589,8 +589,8 @@ def format_value(value: float | None, unit: str) -> str:
 def render_markdown(outcome: Outcome) -> str:
     n, k = len(outcome.cells), len(outcome.confirmed)
     head = {
-        "confirmed": f"❌ {k} of {n} flagged cell(s) confirmed",
-        "not-confirmed": f"✅ none of {n} flagged cell(s) confirmed",
+        "confirmed": f"❌ {k} of {n} cell(s) confirmed",
+        "not-confirmed": f"✅ none of {n} cell(s) confirmed",
         "error": f"💥 {len(outcome.failed)} of {n} cell(s) could not be re-measured",
         "nothing-flagged": "nothing flagged on this machine",
         "dry-run": "dry run, nothing measured (the asv commands are in the log)",
@@ -666,12 +666,14 @@ def confirm(
     env: dict | None = None,
     runner: Runner | None = None,
     load: Callable | None = None,
+    setup: Callable[[], None] | None = None,
     dry_run: bool = False,
 ) -> Outcome:
     """Bisect (where needed), re-measure and judge every target on *machine*.
 
     ``runner(cmd, env) -> (exit status, output)`` runs asv (default: :func:`stream`);
-    ``load(results_dir) -> records`` reads its results (default: ``load_results``).
+    ``load(results_dir) -> records`` reads its results (default: ``load_results``);
+    ``setup()`` runs once every target is resolved, before the first asv command.
     """
     from ltx2k.analysis.thresholds import Thresholds
 
@@ -682,7 +684,10 @@ def confirm(
     if thresholds is None:
         thresholds = Thresholds()
     elif not isinstance(thresholds, Thresholds):
-        thresholds = Thresholds.load(thresholds)
+        try:
+            thresholds = Thresholds.load(thresholds)
+        except TypeError as e:  # a JSON value of the wrong type
+            raise ValueError(f"--thresholds: {e}") from None
     run = runner or stream
     env = dict(os.environ if env is None else env)
     outcome = Outcome(machine, dict(source or {}), notes=list(notes))
@@ -711,6 +716,8 @@ def confirm(
     if not plans:
         return outcome
     conf = private_config(conf_src, work) if not dry_run else conf_src
+    if setup is not None and not dry_run:
+        setup()
 
     # 1. bisect ranges of more than one commit (asv find), one search per distinct question
     pairs: dict[tuple[str, str], list[Plan]] = {}
@@ -912,8 +919,6 @@ def run(
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     if not on_gpu:
         env["TRITON_INTERPRET"] = "1"
-    if targets and not dry_run:
-        machine.write_asv_machine_file(info)
     with runtime.context_keeper(bool(targets) and on_gpu and not dry_run):
         outcome = confirm(
             targets,
@@ -926,6 +931,7 @@ def run(
             source=source,
             notes=notes,
             env=env,
+            setup=lambda: machine.write_asv_machine_file(info),
             dry_run=dry_run,
         )
     for c in outcome.cells:
@@ -936,11 +942,17 @@ def run(
 def write_outputs(outcome: Outcome, *, json_path=None, markdown_path=None) -> str:
     """Write the JSON and Markdown files asked for; return the Markdown."""
     markdown = render_markdown(outcome)
-    if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(outcome.to_json(), f, indent=2)
-            f.write("\n")
-    if markdown_path:
-        with open(markdown_path, "w", encoding="utf-8") as f:
-            f.write(markdown)
+    for flag, path, text in (
+        ("--json", json_path, json.dumps(outcome.to_json(), indent=2) + "\n"),
+        ("--markdown", markdown_path, markdown),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise ValueError(
+                f"{flag} {os.fspath(path)}: cannot write ({e.strerror or e})"
+            ) from None
     return markdown

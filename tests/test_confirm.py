@@ -1,0 +1,750 @@
+"""ltx2k confirm: report parsing, the bisect decision, asv command lines, the verdict.
+
+asv is faked in the unit tests (a runner that answers like asv find /
+continuous and a loader that returns records); the one end-to-end test at the
+bottom runs the real ``asv find`` and ``asv continuous`` on a throwaway clone of
+this repository in which one commit makes a kernel launcher measurably slower
+in the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ltx2k import cli, confirm
+from ltx2k.history.records import Record
+
+REPO = Path(__file__).resolve().parents[1]
+MACHINE = "cpu-interpreter"
+BENCH = "bench_kernels.SplitRope.time_device_cold"
+PARAMS = (("variant", "blocked"), ("shape", "B1_S1024_H32_D128"))
+
+_GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@localhost",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@localhost",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(cwd, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=_GIT_ENV)
+    assert proc.returncode == 0, f"git {' '.join(args)}: {proc.stderr}"
+    return proc.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path) -> tuple[Path, list[str]]:
+    """A git repository with asv.conf.json and five commits (oldest first)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    shutil.copy(REPO / "asv.conf.json", root / "asv.conf.json")
+    commits = []
+    for i in range(5):
+        (root / "f.txt").write_text(str(i))
+        git(root, "add", ".")
+        git(root, "commit", "-qm", f"c{i}: change {i}")
+        commits.append(git(root, "rev-parse", "HEAD"))
+    return root, commits
+
+
+def _step(good, bad, rng, **extra):
+    return {"last_good": good, "first_bad": bad, "range": list(rng), "ratio": 1.06,
+            "ci": [1.05, 1.07], "p_value": 1e-5, "persists": True, "direction": "regression",
+            **extra}  # fmt: skip
+
+
+def _row(benchmark=BENCH, params=PARAMS, cells=None, higher=False, threshold=1.03):
+    return {
+        "benchmark": benchmark,
+        "params": [list(p) for p in params],
+        "higher_is_better": higher,
+        "threshold": threshold,
+        "cells": cells or {},
+    }
+
+
+def _write_report(path: Path, rows) -> Path:
+    path.write_text(json.dumps({"status": "regression", "rows": rows}))
+    return path
+
+
+def _rec(commit, values, *, benchmark=BENCH, params=PARAMS, machine=MACHINE, unit="seconds"):
+    values = [float(v) for v in values]
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return Record(
+        machine=machine,
+        commit=commit,
+        date=0,
+        benchmark=benchmark,
+        params=params,
+        value=statistics.median(values),
+        ci_99=(min(values), max(values)),
+        q_25=q[0],
+        q_75=q[2],
+        samples=tuple(values),
+        number=1,
+        repeat=len(values),
+        unit=unit,
+        env="e",
+    )
+
+
+BASE_SAMPLES = [10.0 + 0.01 * i for i in range(12)]
+
+
+# --- report parsing -----------------------------------------------------------------------
+
+
+def test_report_cells_of_this_machine_become_targets(tmp_path, repo):
+    _, c = repo
+    rows = [
+        _row(cells={
+            MACHINE: {"flag": "regression", "ratio": 1.06, "step": _step(c[1], c[4], c[2:])},
+            "h200": {"flag": "regression", "ratio": 1.5, "step": _step(c[0], c[1], c[1:2])},
+        }),
+        # An improvement, an unflagged cell and another metric: nothing to confirm.
+        _row(params=(("variant", "per_head"), ("shape", "B1")), cells={
+            MACHINE: {"flag": "improvement", "step": _step(c[0], c[1], c[1:2])},
+        }),
+        _row(benchmark="bench_kernels.AdaValues9.track_pct_copy_bandwidth", higher=True,
+             threshold=1.05, cells={MACHINE: {"flag": "ok", "step": None}}),
+    ]  # fmt: skip
+    targets, skipped = confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
+    assert skipped == []
+    (t,) = targets
+    assert (t.benchmark, t.params, t.last_good, t.first_bad) == (BENCH, PARAMS, c[1], c[4])
+    assert t.range == tuple(c[2:]) and t.exact
+    assert (t.threshold, t.higher_is_better, t.flagged_ratio) == (1.03, False, 1.06)
+    (h200,) = confirm.read_report(tmp_path / "r.json", "h200")[0]
+    assert h200.range == (c[1],)
+
+
+def test_report_cells_without_a_step_are_skipped_with_a_note(tmp_path, repo):
+    _, c = repo
+    rows = [
+        _row(cells={MACHINE: {"flag": "regression", "step": None}}),
+        _row(params=(("variant", "wide"), ("shape", "S")), cells={
+            MACHINE: {"flag": "regression", "step": _step(c[0], c[1], c[1:2])},
+        }),
+    ]  # fmt: skip
+    targets, skipped = confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
+    assert [t.params[0][1] for t in targets] == ["wide"]
+    (s,) = skipped
+    assert s.label == f"{BENCH} blocked B1_S1024_H32_D128" and "no step" in s.why
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "--report {path}: no such file"),
+        ("{not json", "--report {path}: not valid JSON"),
+        ('{"status": "ok"}', "no 'rows' list"),
+        ('[1, 2]', "no 'rows' list"),
+        (json.dumps({"rows": [_row(cells={MACHINE: {"flag": "regression"}})]}),
+         "carry no 'step'"),
+        (json.dumps({"rows": [_row(cells={MACHINE: {"flag": "regression", "step": _step(
+            "abc", "0" * 40, [])}})]}), "rows[0] step.last_good: expected a full commit sha"),
+        (json.dumps({"rows": [{"benchmark": BENCH, "params": "blocked", "cells": {
+            MACHINE: {"flag": "regression", "step": None}}}]}), "'params' must be a list"),
+    ],
+)  # fmt: skip
+def test_report_errors_name_the_flag_and_the_file(tmp_path, content, message):
+    path = tmp_path / "regress.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError) as e:
+        confirm.read_report(path, MACHINE)
+    assert message.format(path=path) in str(e.value)
+    assert str(path) in str(e.value)
+
+
+def test_a_report_with_nothing_flagged_needs_no_steps(tmp_path):
+    rows = [_row(cells={MACHINE: {"flag": "ok"}, "h200": {"flag": "regression"}})]
+    assert confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE) == ([], [])
+
+
+# --- the asv -b regex -------------------------------------------------------------------------
+
+
+def _asv_selects(regex: str, params=None) -> list[str]:
+    """What asv's own Benchmarks filter keeps for -b *regex*, as 'name(values)' strings."""
+    import argparse
+    import itertools
+
+    from asv.benchmarks import Benchmarks
+
+    params = params or [["'per_head'", "'blocked'", "'blocked_lean'"], ["'B1_S4_H3_D64'", "'B2'"]]
+    suite = [
+        {"name": name, "params": params, "param_names": ["variant", "shape"]}
+        for name in (BENCH, "bench_kernels.SplitRope.time_device_cold_x",
+                     "bench_kernels.AdaValues9.time_device_cold")
+    ]  # fmt: skip
+    selected = Benchmarks(argparse.Namespace(benchmark_dir="b"), suite, regex=regex)
+    out = []
+    for name, idx in selected.benchmark_selection.items():
+        combos = list(itertools.product(*params))
+        out += [f"{name}({', '.join(combos[i])})" for i in (idx or [])]
+    return out
+
+
+def test_a_report_cell_selects_exactly_its_parameter_combination():
+    t = confirm.Target(BENCH, (("variant", "blocked"), ("shape", "B1_S4_H3_D64")), "a", "b")
+    assert _asv_selects(t.regex()) == [f"{BENCH}('blocked', 'B1_S4_H3_D64')"]
+    assert t.matches(BENCH, t.params)
+    assert not t.matches(BENCH, (("variant", "blocked_lean"), ("shape", "B1_S4_H3_D64")))
+    # asv writes int parameters unquoted
+    ints = confirm.Target(BENCH, (("n", "4"),), "a", "b")
+    assert re.search(ints.regex(), f"{BENCH}(4)") and not re.search(ints.regex(), f"{BENCH}(14)")
+
+
+def test_command_line_names_select_by_suffix_and_parameter_subset():
+    t = confirm.explicit_target("SplitRope.time_device_cold", "a", "b", ["shape=B2"])
+    assert _asv_selects(t.regex()) == [
+        f"{BENCH}('per_head', 'B2')",
+        f"{BENCH}('blocked', 'B2')",
+        f"{BENCH}('blocked_lean', 'B2')",
+    ]
+    t = confirm.explicit_target("SplitRope.time_device_cold", "a", "b", ["variant=blocked"])
+    assert len(_asv_selects(t.regex())) == 2
+    everything = confirm.explicit_target("SplitRope.time_device_cold", "a", "b")
+    assert len(_asv_selects(everything.regex())) == 6  # not the _x benchmark, not AdaValues9
+    assert everything.matches(BENCH, PARAMS)
+    assert not everything.matches("bench_kernels.AdaValues9.time_device_cold", PARAMS)
+
+
+@pytest.mark.parametrize(
+    "bench, params, message",
+    [
+        ("", [], "--benchmark"),
+        ("--all", [], "--benchmark"),
+        ("X.y", ["variant"], "--param 'variant': expected NAME=VALUE"),
+    ],
+)
+def test_explicit_target_errors(bench, params, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        confirm.explicit_target(bench, "a", "b", params)
+
+
+# --- git: range -> bisect decision ------------------------------------------------------------
+
+
+def test_a_range_of_several_commits_is_bisected_from_good_itself(repo):
+    root, c = repo
+    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:])), root)
+    assert p.bisect and p.commits == tuple(c[1:]) and p.notes == ()
+    assert p.find_range == f"{c[1]}^..{c[4]}"
+    # asv find lists its range with git rev-list --first-parent, newest first, and
+    # never names the first commit of that list: it must be last_good itself.
+    listed = git(root, "rev-list", "--first-parent", p.find_range).split()
+    assert listed[::-1] == list(p.commits)
+
+
+def test_a_range_of_one_commit_is_measured_without_bisecting(repo):
+    root, c = repo
+    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[2], c[3], (c[3],)), root)
+    assert not p.bisect and p.commits == (c[2], c[3])
+
+
+def test_a_root_last_good_bisects_everything_up_to_first_bad(repo):
+    root, c = repo
+    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[0], c[2]), root)
+    assert p.find_range == c[2]
+    assert git(root, "rev-list", "--first-parent", p.find_range).split()[::-1] == list(p.commits)
+
+
+def test_git_decides_the_range_when_the_report_disagrees(repo):
+    root, c = repo
+    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4], (c[4],)), root)
+    assert p.commits == tuple(c[1:])
+    (note,) = p.notes
+    assert "differs from git's" in note
+
+
+def test_explicit_refs_resolve(repo):
+    root, c = repo
+    t = confirm.explicit_target("SplitRope.time_device_cold", "HEAD~3", "main")
+    p = confirm.plan(t, root)
+    assert (p.target.last_good, p.target.first_bad) == (c[1], c[4])
+
+
+@pytest.mark.parametrize(
+    "good, bad, message",
+    [
+        ("0" * 40, -1, f"--good: commit '{'0' * 40}' is unknown to git"),
+        (-1, 1, "is not an ancestor of --bad"),
+        (2, 2, "are the same commit"),
+        ("--output=x", -1, "--good: not a git revision"),
+        ("$(id)", -1, "--good: not a git revision"),
+    ],
+)  # fmt: skip
+def test_git_errors_name_the_flag(repo, good, bad, message):
+    root, c = repo
+    good = c[good] if isinstance(good, int) else good
+    bad = c[bad] if isinstance(bad, int) else bad
+    with pytest.raises(ValueError, match=re.escape(message)):
+        confirm.plan(confirm.explicit_target("X.y", good, bad), root)
+
+
+def test_a_report_commit_unknown_to_git_names_the_report_field(repo):
+    root, c = repo
+    t = confirm.Target(BENCH, PARAMS, "f" * 40, c[2])
+    with pytest.raises(ValueError, match=r"r\.json: .*step\.last_good: commit 'f{40}' is unknown"):
+        confirm.plan(t, root, what=f"r.json: {t.label}: ")
+
+
+def test_a_good_commit_off_the_first_parent_line_is_refused(repo):
+    root, c = repo
+    git(root, "checkout", "-q", "-b", "side", c[2])
+    (root / "g.txt").write_text("side")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "side")
+    side = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    git(root, "merge", "-q", "--no-ff", "-m", "merge", "side")
+    merge = git(root, "rev-parse", "HEAD")
+    with pytest.raises(ValueError, match="not on the first-parent line"):
+        confirm.plan(confirm.explicit_target("X.y", side, merge), root)
+
+
+# --- asv command lines --------------------------------------------------------------------------
+
+
+def test_find_command(repo):
+    root, c = repo
+    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4]), root)
+    cmd = confirm.find_command("conf.json", "h200", p, invert=False)
+    assert cmd[:3] == [sys.executable, "-m", "asv"]
+    assert cmd[3:] == ["find", "--config", "conf.json", "--machine", "h200", "--show-stderr",
+                       f"{c[1]}^..{c[4]}", p.target.regex()]  # fmt: skip
+    assert "--invert" in confirm.find_command("conf.json", "h200", p, invert=True)
+
+
+def test_continuous_command_is_an_interleaved_ab_with_samples():
+    cmd = confirm.continuous_command(
+        "conf.json", "h200", "a" * 40, "b" * 40, ["^x$", "^y$"], factor=1.03, rounds=6
+    )
+    assert cmd[3] == "continuous"
+    assert cmd[-2:] == ["a" * 40, "b" * 40]  # base (before) first, then the commit judged
+    text = " ".join(cmd)
+    for part in (
+        "--machine h200",
+        "--config conf.json",
+        "--record-samples",
+        "--interleave-rounds",
+        "-a rounds=6",
+        "--factor 1.03",
+        "-b ^x$ -b ^y$",
+    ):
+        assert part in text, part  # fmt: skip
+
+
+def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
+    root, _ = repo
+    conf_path = confirm.private_config(root / "asv.conf.json", tmp_path / "work")
+    conf = json.loads(conf_path.read_text())
+    assert conf["results_dir"] == str((tmp_path / "work" / "results").resolve())
+    assert conf["repo"] == str(root.resolve())
+    assert conf["env_dir"] == str((root / ".asv" / "env").resolve())  # builds shared
+    assert conf["benchmark_dir"] == str((root / "benchmarks").resolve())
+    # asv imports ".ltx2k.asv_env" from the config's folder
+    assert (tmp_path / "work" / "ltx2k").resolve() == (root / "ltx2k").resolve()
+
+
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        ("· Greatest regression found: {short} <main~1>\n", 3),
+        ("Greatest improvement found: {short}\n", 3),
+        ("asv: error: 'x' benchmark not found\n", None),
+        ("Greatest regression found: {first}\n", None),  # never the known-good end
+    ],
+)
+def test_parse_found(repo, output, expected):
+    _, c = repo
+    text = output.format(short=c[3][:8], first=c[1][:8])
+    found = confirm.parse_found(text, c[1:])
+    assert found == (c[expected] if expected is not None else None)
+
+
+# --- the verdict ------------------------------------------------------------------------------
+
+
+def test_judge_confirms_a_significant_step_beyond_the_threshold():
+    before, after = "a" * 40, "b" * 40
+    recs = [_rec(before, BASE_SAMPLES), _rec(after, [x * 1.08 for x in BASE_SAMPLES])]
+    t = confirm.Target(BENCH, PARAMS, before, after, threshold=1.03, higher_is_better=False)
+    (c,) = confirm.judge(recs, t, before, after, MACHINE)
+    assert c.verdict == "confirmed" and c.flag == "regression"
+    assert c.ratio == pytest.approx(1.08) and c.p_value < 0.002 and c.test == "mann-whitney"
+    assert (c.before_value, c.after_value) == (
+        pytest.approx(statistics.median(BASE_SAMPLES)),
+        pytest.approx(statistics.median(BASE_SAMPLES) * 1.08),
+    )
+    # The report's own threshold decides: 8% is under a 1.1 threshold.
+    t10 = confirm.Target(BENCH, PARAMS, before, after, threshold=1.1)
+    assert confirm.judge(recs, t10, before, after, MACHINE)[0].verdict == "not-confirmed"
+
+
+def test_judge_unchanged_pair_and_missing_data():
+    before, after = "a" * 40, "b" * 40
+    t = confirm.Target(BENCH, PARAMS, before, after)
+    same = [_rec(before, BASE_SAMPLES), _rec(after, BASE_SAMPLES[::-1])]
+    (c,) = confirm.judge(same, t, before, after, MACHINE)
+    assert c.verdict == "not-confirmed" and c.flag == "ok"
+    missing = [_rec(before, BASE_SAMPLES)]
+    (c,) = confirm.judge(missing, t, before, after, MACHINE)
+    assert c.verdict == "no-data"
+    # Other machines, commits and cells are not this target's.
+    other = [_rec(before, BASE_SAMPLES, machine="h200"), _rec("c" * 40, BASE_SAMPLES)]
+    assert confirm.judge(other, t, before, after, MACHINE) == []
+
+
+def test_judge_follows_the_direction_of_higher_is_better_metrics():
+    before, after = "a" * 40, "b" * 40
+    bench = "bench_kernels.AdaValues9.track_pct_copy_bandwidth"
+    recs = [
+        _rec(before, [90.0], benchmark=bench, unit="%"),
+        _rec(after, [80.0], benchmark=bench, unit="%"),
+    ]
+    t = confirm.Target(bench, PARAMS, before, after, higher_is_better=True, threshold=1.05)
+    (c,) = confirm.judge(recs, t, before, after, MACHINE)
+    assert c.verdict == "confirmed" and c.higher_is_better
+    flipped = [r if r.commit == before else _rec(after, [99.0], benchmark=bench, unit="%")
+               for r in recs]  # fmt: skip
+    assert confirm.judge(flipped, t, before, after, MACHINE)[0].verdict == "not-confirmed"
+
+
+# --- the whole run, asv faked -----------------------------------------------------------------
+
+
+class FakeAsv:
+    """Answers like asv find / continuous; results come from a table of samples per commit."""
+
+    def __init__(self, samples, found=None, find_out=None, cont_out=None, cells=(PARAMS,)):
+        self.samples = samples  # {commit: samples}, the same for every cell in *cells*
+        self.found = found
+        self.find_out = find_out
+        self.cont_out = cont_out
+        self.cells = cells
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd, env):
+        self.calls.append(list(cmd))
+        if cmd[3] == "find":
+            if self.find_out is not None:
+                return 1, self.find_out
+            return 0, f"· Greatest regression found: {self.found[:8]} <main>\n"
+        if self.cont_out is not None:
+            return 1, self.cont_out
+        return 0, "BENCHMARKS NOT SIGNIFICANTLY CHANGED.\n"
+
+    def load(self, results_dir):
+        assert Path(results_dir).name == "results"
+        return [_rec(c, v, params=p) for c, v in self.samples.items() for p in self.cells]
+
+
+def _run(repo, targets, fake, tmp_path, **kw):
+    root, _ = repo
+    return confirm.confirm(
+        targets, machine=MACHINE, config=root / "asv.conf.json", work=tmp_path / "work",
+        runner=fake, load=fake.load, **kw,
+    )  # fmt: skip
+
+
+def test_a_range_is_bisected_then_the_pair_re_measured_and_confirmed(repo, tmp_path):
+    root, c = repo
+    slow = [x * 1.2 for x in BASE_SAMPLES]
+    fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: slow}, found=c[3])
+    setups = []
+    t = confirm.Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:]), threshold=1.03, flagged_ratio=1.2)
+    out = _run(repo, [t], fake, tmp_path, setup=lambda: setups.append(1))
+    assert setups == [1]
+    find, cont = fake.calls
+    assert find[3] == "find" and find[-2] == f"{c[1]}^..{c[4]}" and "--invert" not in find
+    assert cont[3] == "continuous" and cont[-2:] == [c[2], c[3]]
+    assert cont[cont.index("-b") + 1] == t.regex()
+    (cell,) = out.cells
+    assert (cell.verdict, cell.commit, cell.before) == ("confirmed", c[3], c[2])
+    assert cell.bisected and cell.range_size == 3 and cell.subject == "c3: change 3"
+    assert out.status == "confirmed" and out.exit_code == confirm.EXIT_CONFIRMED
+    md = confirm.render_markdown(out)
+    assert "❌ 1 of 1 cell(s) confirmed" in md
+    assert f"`{c[3][:12]}` c3: change 3 (bisected from 3 commits)" in md
+    assert "| 1.200 |" in md
+    doc = out.to_json()
+    assert doc["status"] == "confirmed" and doc["cells"][0]["commit"] == c[3]
+    json.dumps(doc, allow_nan=False)
+
+
+def test_cells_of_one_step_share_one_search_and_one_ab(repo, tmp_path):
+    root, c = repo
+    other = (("variant", "blocked_wide"), ("shape", "B1_S1024_H32_D128"))
+    fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: BASE_SAMPLES}, cells=(PARAMS, other))
+    ts = [
+        confirm.Target(BENCH, PARAMS, c[2], c[3], (c[3],)),
+        confirm.Target(BENCH, other, c[2], c[3], (c[3],)),
+    ]
+    out = _run(repo, ts, fake, tmp_path)
+    (cont,) = fake.calls  # one commit in the range: no asv find at all
+    assert cont.count("-b") == 2
+    assert [(x.params, x.verdict) for x in out.cells] == [
+        (PARAMS, "not-confirmed"),
+        (other, "not-confirmed"),
+    ]
+    assert out.exit_code == confirm.EXIT_OK
+
+
+def test_higher_is_better_cells_are_bisected_inverted(repo, tmp_path):
+    _, c = repo
+    fake = FakeAsv({}, found=c[3])
+    t = confirm.Target("b.K.track_pct_copy_bandwidth", PARAMS, c[1], c[4], higher_is_better=True)
+    _run(repo, [t], fake, tmp_path)
+    assert "--invert" in fake.calls[0]
+
+
+@pytest.mark.parametrize(
+    "find_out, message",
+    [
+        ("· 'x' benchmark not found\n", "matches no benchmark of the suite"),
+        ("· 'x' matches more than one benchmark\n", "matches more than one benchmark"),
+        ("asv: Too many commits failed\n", "asv find exited 1"),
+    ],
+)
+def test_asv_find_failures_are_errors_of_their_cell(repo, tmp_path, find_out, message):
+    _, c = repo
+    fake = FakeAsv({}, find_out=find_out)
+    t = confirm.explicit_target("SplitRope.time_nothing", c[1], c[4])
+    out = _run(repo, [t], fake, tmp_path)
+    (cell,) = out.cells
+    assert cell.verdict == "error" and message in cell.message
+    assert out.exit_code == confirm.EXIT_ERROR and len(fake.calls) == 1
+
+
+def test_a_pair_without_results_is_an_error(repo, tmp_path):
+    _, c = repo
+    fake = FakeAsv({}, cont_out="· No benchmarks selected\n")
+    t = confirm.explicit_target("SplitRope.time_nothing", c[3], c[4])
+    out = _run(repo, [t], fake, tmp_path)
+    (cell,) = out.cells
+    assert cell.verdict == "error" and "matches no benchmark" in cell.message
+
+
+def test_a_confirmed_cell_wins_over_an_error_elsewhere(repo, tmp_path):
+    _, c = repo
+    fake = FakeAsv({c[3]: BASE_SAMPLES, c[4]: [x * 1.5 for x in BASE_SAMPLES]}, found=c[4])
+    ok = confirm.Target(BENCH, PARAMS, c[3], c[4], (c[4],))
+    missing = confirm.Target(BENCH, (("variant", "gone"), ("shape", "S")), c[3], c[4], (c[4],))
+    out = _run(repo, [ok, missing], fake, tmp_path)
+    assert sorted(x.verdict for x in out.cells) == ["confirmed", "error"]
+    assert out.exit_code == confirm.EXIT_CONFIRMED
+
+
+def test_max_cells_checks_the_worst_first(repo, tmp_path):
+    _, c = repo
+    fake = FakeAsv({})
+    ts = [
+        confirm.Target(BENCH, (("variant", v), ("shape", "S")), c[3], c[4], flagged_ratio=r)
+        for v, r in (("a", 1.04), ("b", 1.5), ("c", 1.1))
+    ]
+    out = _run(repo, ts, fake, tmp_path, max_cells=2)
+    (cont,) = fake.calls
+    regexes = [cont[i + 1] for i, x in enumerate(cont) if x == "-b"]
+    assert regexes == [ts[1].regex(), ts[2].regex()]
+    skipped = [x for x in out.cells if x.verdict == "not-checked"]
+    assert [x.params[0][1] for x in skipped] == ["a"]
+
+
+def test_a_bad_commit_fails_before_anything_is_measured(repo, tmp_path):
+    _, c = repo
+    fake = FakeAsv({})
+    ts = [
+        confirm.Target(BENCH, PARAMS, c[3], c[4]),
+        confirm.Target(BENCH, PARAMS, "e" * 40, c[4]),
+    ]
+    with pytest.raises(ValueError, match="unknown to git"):
+        _run(repo, ts, fake, tmp_path, source={"report": "r.json"})
+    assert fake.calls == []
+
+
+def test_dry_run_prints_the_commands_and_runs_nothing(repo, tmp_path, capsys):
+    _, c = repo
+    fake = FakeAsv({})
+    out = _run(repo, [confirm.Target(BENCH, PARAMS, c[1], c[4])], fake, tmp_path, dry_run=True)
+    assert fake.calls == [] and out.status == "dry-run" and out.exit_code == 0
+    err = capsys.readouterr().err
+    assert "-m asv find" in err and "-m asv continuous" in err
+    assert not (tmp_path / "work").exists()
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+
+def _cli(capsys, *argv):
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's own usage errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """~/.asv-machine.json lands in a scratch home, and LTX2K_MACHINE cannot rename us."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LTX2K_MACHINE", raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "pass --report FILE, or all of --benchmark, --good and --bad"),
+        (["--benchmark", "X.y", "--good", "HEAD"], "(missing --bad)"),
+        (["--report", "r.json", "--benchmark", "X.y"], "not both"),
+        (["--report", "{tmp}/nope.json"], "--report {tmp}/nope.json: no such file"),
+        (["--rounds", "two"], "argument --rounds: invalid int value"),
+        (["--report", "{tmp}/r.json", "--param", "variant=blocked"], "--param narrows"),
+    ],
+)
+def test_cli_usage_errors_exit_1_with_a_message(capsys, tmp_path, home, argv, message):
+    (tmp_path / "r.json").write_text("{}")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    rc, _, err = _cli(capsys, "confirm", *argv)
+    assert rc == 1, err
+    assert message.format(tmp=tmp_path) in err
+    assert "Traceback" not in err
+
+
+def test_cli_unknown_commit_and_bad_report(capsys, tmp_path, home, repo, monkeypatch):
+    root, c = repo
+    monkeypatch.chdir(root)
+    rc, _, err = _cli(capsys, "confirm", "--benchmark", "X.y", "--good", "0" * 40, "--bad", c[4])
+    assert rc == 1 and "--good: commit '0000" in err and "unknown to git" in err
+    assert not (home / ".asv-machine.json").exists()  # nothing written before the check
+    report = tmp_path / "old.json"
+    _write_report(report, [_row(cells={MACHINE: {"flag": "regression"}})])
+    rc, _, err = _cli(capsys, "confirm", "--report", report, "--machine", MACHINE)
+    assert rc == 1 and f"--report {report}: its 1 flagged cell(s)" in err and "no 'step'" in err
+
+
+def test_cli_nothing_flagged_exits_0_and_writes_both_files(
+    capsys, tmp_path, home, repo, monkeypatch
+):
+    root, c = repo
+    monkeypatch.chdir(root)
+    report = _write_report(tmp_path / "r.json", [_row(cells={"h200": {"flag": "regression",
+        "step": _step(c[1], c[2], [c[2]])}})])  # fmt: skip
+    rc, out, err = _cli(
+        capsys, "confirm", "--report", report, "--machine", MACHINE,
+        "--json", tmp_path / "c.json", "--markdown", tmp_path / "c.md",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert json.loads((tmp_path / "c.json").read_text())["status"] == "nothing-flagged"
+    assert "nothing flagged" in (tmp_path / "c.md").read_text()
+    assert out == ""  # --markdown: the summary goes to the file only
+    rc, _, err = _cli(capsys, "confirm", "--report", report, "--json", tmp_path / "no/dir/c.json")
+    assert rc == 1 and "--json" in err and "cannot write" in err
+
+
+def test_cli_help_documents_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["confirm", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--report", "--benchmark", "--good", "--bad", "--param", "--machine",
+                 "--config", "--work", "--rounds", "--max-cells", "--thresholds", "--markdown",
+                 "--json", "--dry-run"):  # fmt: skip
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(flag))
+        assert len(line.split()) > 1 or flag in ("--report",), flag
+    assert "2  at least one regression confirmed" in text
+
+
+# --- end to end: real asv, real git, a real slowdown ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
+    """A clone of this repository with three extra commits; the middle one makes the
+    blocked RoPE launcher sleep. A report flags that cell with the three commits as its
+    range, and an unchanged pair (per_head, whose launcher is untouched) as a one-commit
+    step. confirm.sh (ltx2k confirm with real asv find / continuous) must bisect the
+    first to the sleeping commit and confirm it, and must not confirm the second."""
+    from test_ci_e2e import Stack
+
+    from ltx2k import shapes
+
+    stack = Stack(tmp_path)
+    checkout = tmp_path / "confirm"
+    git(tmp_path, "clone", "-q", str(stack.origin), str(checkout))
+    # The scripts under test are this working tree's; the benchmarked commits are clean.
+    shutil.copytree(stack.tree / "scripts", checkout / "scripts", dirs_exist_ok=True)
+    base = git(checkout, "rev-parse", "HEAD")
+    (checkout / "docs" / "e2e-note.txt").write_text("an unrelated change\n")
+    git(checkout, "add", "docs/e2e-note.txt")
+    git(checkout, "commit", "-qm", "e2e: an unrelated change")
+    rope = checkout / "ltx2k" / "kernels" / "rope.py"
+    src = rope.read_text()
+    anchor = "def _blocked(num_heads: int) -> LaunchConfig:\n"
+    assert anchor in src
+    # ~0.25 s per call against ~40 ms for the interpreted kernel: far past the
+    # host-latency threshold (2.2), in one launcher only.
+    rope.write_text(src.replace(anchor, anchor + "    __import__('time').sleep(0.25)\n", 1))
+    git(checkout, "commit", "-qam", "e2e: the blocked launcher sleeps")
+    (checkout / "docs" / "e2e-note.txt").write_text("another unrelated change\n")
+    git(checkout, "commit", "-qam", "e2e: another unrelated change")
+    c1, c2, c3 = git(checkout, "rev-list", "--reverse", f"{base}..HEAD").split()
+
+    shape = shapes.ROPE_SHAPES_CPU[0].label
+    bench = "bench_kernels.SplitRope.time_host_latency"
+    rows = [
+        _row(bench, (("variant", "blocked"), ("shape", shape)), threshold=2.2, cells={
+            MACHINE: {"flag": "regression", "ratio": 6.0, "step": _step(base, c3, [c1, c2, c3])},
+        }),
+        _row(bench, (("variant", "per_head"), ("shape", shape)), threshold=2.2, cells={
+            MACHINE: {"flag": "regression", "ratio": 2.5, "step": _step(c2, c3, [c3])},
+        }),
+    ]  # fmt: skip
+    _write_report(checkout / "report.json", rows)
+
+    t0 = time.monotonic()
+    proc = stack.run(checkout, "confirm.sh", "report.json")
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    out = checkout / "confirm"
+    assert (out / "status").read_text().strip() == "confirmed", proc.stdout[-6000:]
+    doc = json.loads((out / "confirm.json").read_text())
+    assert doc["machine"] == MACHINE and doc["status"] == "confirmed"
+    cells = {c["params"][0][1]: c for c in doc["cells"]}
+    slow = cells["blocked"]
+    assert slow["verdict"] == "confirmed", slow
+    assert (slow["commit"], slow["before"]) == (c2, c1)  # bisected to the sleeping commit
+    assert slow["bisected"] and slow["range_size"] == 3
+    assert slow["ratio"] > 2.2 and slow["p_value"] < 0.002
+    same = cells["per_head"]
+    assert same["verdict"] == "not-confirmed", same
+    assert (same["commit"], same["before"], same["bisected"]) == (c3, c2, False)
+    summary = (out / "summary.md").read_text()
+    assert (
+        "❌ 1 of 2 cell(s) confirmed" in summary and "e2e: the blocked launcher sleeps" in summary
+    )
+    # Measured into the private results only: the runner's history is untouched.
+    assert not (checkout / "results").exists()
+    private = checkout / ".asv" / "confirm" / "results" / MACHINE
+    for commit in (base, c1, c2, c3):  # asv find measured last_good itself
+        assert list(private.glob(f"{commit[:8]}-*.json")), commit
+    print(f"confirm.sh end to end: {took:.0f} s")
