@@ -58,6 +58,7 @@ for step in $steps; do
            # instead of 16), two more no-ops; every commit but the change is measured, so
            # regress names a two-commit range and confirm must bisect it.
            ( cd /tmp/repo && git config user.email bench@localhost && git config user.name bench
+             export GIT_AUTHOR_DATE="2026-12-01T00:00:00Z" GIT_COMMITTER_DATE="2026-12-01T00:00:00Z"  # same shas every run
              base=$(git rev-parse HEAD); git checkout -q -b step-check
              git commit -q --allow-empty -m "no-op 1"; git commit -q --allow-empty -m "no-op 2"
              sed -i 's/bh = min(16, triton.next_power_of_2(num_heads))/bh = min(4, triton.next_power_of_2(num_heads))/' ltx2k/kernels/rope.py
@@ -73,7 +74,7 @@ for step in $steps; do
                  echo "## A/A: --baseline $1 --head $2"; ltx2k regress --results results --repo . --baseline "$1" --head "$2" | head -3; echo "exit ${PIPESTATUS[0]}"; done
                echo "## A/A history: --last 20 --head step-check~3"; ltx2k regress --results results --repo . --last 20 --head step-check~3 | head -3; echo "exit ${PIPESTATUS[0]}"
              } 2>&1 | tee "$OUT/aa.md"
-             time timeout ${CONFIRM_TIMEOUT:-240} ltx2k confirm --report "$OUT/regress_step.json" --max-cells ${CONFIRM_CELLS:-3} --json "$OUT/confirm.json"; echo "confirm exit $?"
+             time timeout ${CONFIRM_TIMEOUT:-300} ltx2k confirm --report "$OUT/regress_step.json" --max-cells ${CONFIRM_CELLS:-1} --json "$OUT/confirm.json"; echo "confirm exit $?"
            ) 2>&1 | tee "$OUT/stepcheck.log" | grep -v "^\s*$" | tail -60 ;;
     hostcal) timeout ${HOSTCAL_TIMEOUT:-200} python3 scripts/host_calibration.py --procs ${HOSTCAL_PROCS:-16} --json "$OUT/host_calibration.json" 2>&1 | tail -40 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
