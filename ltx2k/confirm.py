@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -361,6 +362,12 @@ def private_config(config, work) -> Path:
         if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
             conf[key] = str((root / value).resolve())
     work = Path(os.fspath(work)).resolve()
+    own = (root / conf.get("results_dir", "results")).resolve()
+    if work / "results" == own:
+        raise ValueError(
+            f"--work {os.fspath(work)}: its results/ is the config's results_dir {own}; "
+            "confirm never writes into the runner's history"
+        )
     work.mkdir(parents=True, exist_ok=True)
     conf["results_dir"] = str(work / "results")
     # asv imports a relative plugin (".ltx2k.asv_env") from the config's folder.
@@ -715,9 +722,15 @@ def confirm(
         plans.append(plan(t, repo, what=what))
     if not plans:
         return outcome
-    conf = private_config(conf_src, work) if not dry_run else conf_src
-    if setup is not None and not dry_run:
-        setup()
+    if dry_run:
+        conf = conf_src
+    else:
+        conf = private_config(conf_src, work)
+        # A clean slate: the verdict must read what this run measured, never a value
+        # left by an earlier, interrupted one.
+        shutil.rmtree(_results_dir(conf) / machine, ignore_errors=True)
+        if setup is not None:
+            setup()
 
     # 1. bisect ranges of more than one commit (asv find), one search per distinct question
     pairs: dict[tuple[str, str], list[Plan]] = {}
@@ -738,6 +751,7 @@ def confirm(
             cmd = find_command(conf, machine, p, invert=invert)
             if dry_run:
                 _say("+ " + " ".join(cmd))
+                _say("dry run: asv find's answer is unknown; the A/B below assumes first_bad")
                 found_cache[key] = (p.commits[-1], "")
             else:
                 rc, output = run(cmd, env)

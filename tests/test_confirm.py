@@ -362,6 +362,8 @@ def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
     assert conf["benchmark_dir"] == str((root / "benchmarks").resolve())
     # asv imports ".ltx2k.asv_env" from the config's folder
     assert (tmp_path / "work" / "ltx2k").resolve() == (root / "ltx2k").resolve()
+    with pytest.raises(ValueError, match="never writes into the runner's history"):
+        confirm.private_config(root / "asv.conf.json", root)
 
 
 @pytest.mark.parametrize(
@@ -467,12 +469,16 @@ def _run(repo, targets, fake, tmp_path, **kw):
 
 def test_a_range_is_bisected_then_the_pair_re_measured_and_confirmed(repo, tmp_path):
     root, c = repo
+    stale = tmp_path / "work" / "results" / MACHINE / "old.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
     slow = [x * 1.2 for x in BASE_SAMPLES]
     fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: slow}, found=c[3])
     setups = []
     t = confirm.Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:]), threshold=1.03, flagged_ratio=1.2)
     out = _run(repo, [t], fake, tmp_path, setup=lambda: setups.append(1))
     assert setups == [1]
+    assert not stale.exists()  # an earlier run's values are never judged
     find, cont = fake.calls
     assert find[3] == "find" and find[-2] == f"{c[1]}^..{c[4]}" and "--invert" not in find
     assert cont[3] == "continuous" and cont[-2:] == [c[2], c[3]]
