@@ -604,11 +604,14 @@ def render_markdown(outcome: Outcome) -> str:
     }[outcome.status]
     out = [f"### ltx2k confirm on `{outcome.machine}`: {head}", ""]
     if outcome.cells:
+        if not outcome.dry_run:
+            out += [
+                "Each commit re-measured on this runner as an interleaved A/B pair "
+                "(`asv continuous`), judged by `ltx2k regress`'s rule with the cell's "
+                "threshold; ratio is after / before.",
+                "",
+            ]
         out += [
-            "Each commit re-measured on this runner as an interleaved A/B pair "
-            "(`asv continuous`), judged by `ltx2k regress`'s rule with the cell's threshold; "
-            "ratio is after / before.",
-            "",
             "| cell | commit | before | after | ratio | p | verdict |",
             "|---|---|---:|---:|---:|---:|---|",
         ]
