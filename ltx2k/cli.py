@@ -186,7 +186,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
         args.head,
         baseline=args.baseline,
         last=args.last,
-        recent=args.recent,
+        **({"recent": args.recent} if args.recent is not None else {}),
         repo=args.repo,
         machines=args.machine,
         thresholds=args.thresholds,
@@ -430,7 +430,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--recent",
         type=int,
-        default=5,
         metavar="K",
         help="with --last: a step flags its cell while its first bad commit is among the "
         "K newest runs (default 5: HEAD and the 4 commits before it)",

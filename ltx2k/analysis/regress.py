@@ -62,11 +62,6 @@ __all__ = [
     "regress",
 ]
 
-# A step flags the cell while its first bad commit is among the newest
-# RECENT runs of the series: HEAD and the four commits before it, so a
-# runner that skipped a few commits still flags the step when it catches up.
-RECENT = 5
-
 # The history window: enough runs for the series' own noise estimate to be
 # worth about as much as the GPU's pooled one (see changepoint.PRIOR_WEIGHT).
 DEFAULT_LAST = 20
@@ -84,7 +79,7 @@ def compare(
     *,
     baseline: str | None = None,
     last: int | None = None,
-    recent: int = RECENT,
+    recent: int = changepoint.RECENT,
     repo=None,
     machines: Sequence[str] | None = None,
     thresholds: Thresholds | str | os.PathLike | None = None,
@@ -165,7 +160,7 @@ def _keys(index, machine_commits: dict) -> dict:
     return keys
 
 
-def _row(key, unit, thresholds: Thresholds, cells: dict) -> Row:
+def _row(key, unit, thresholds: Thresholds, cells: dict, threshold: float) -> Row:
     benchmark, params = key
     kernel, metric = _split_name(benchmark)
     pd = dict(params)
@@ -178,7 +173,7 @@ def _row(key, unit, thresholds: Thresholds, cells: dict) -> Row:
         params=params,
         unit=unit,
         higher_is_better=thresholds.higher_is_better(benchmark),
-        threshold=thresholds.ratio_for(benchmark),
+        threshold=threshold,
         cells=cells,
     )
 
@@ -217,7 +212,7 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
                 else "ok"
             )
             cells[m] = Cell(r, flag, hv, bv, p, test)
-        rows.append(_row(key, keys[key], thresholds, cells))
+        rows.append(_row(key, keys[key], thresholds, cells, ratio_thr))
     return rows
 
 
@@ -246,7 +241,7 @@ def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recen
                 cells[m] = Cell(None, "insufficient", None, None, None, "none")
                 continue
             cells[m] = _history_cell(s, priors[(m, key[0])], thresholds, pos, order, recent)
-        rows.append(_row(key, keys[key], thresholds, cells))
+        rows.append(_row(key, keys[key], thresholds, cells, thresholds.step_for(key[0])))
     return rows
 
 
@@ -266,7 +261,7 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     earlier = [v for v in s.values[:-1] if v is not None]
     if head is None or not earlier:
         return Cell(None, "insufficient", head, None, None, "none")
-    ratio_thr = thresholds.ratio_for(s.benchmark)
+    ratio_thr = thresholds.step_for(s.benchmark)
     higher = thresholds.higher_is_better(s.benchmark)
     det = changepoint.detect(
         s.values,
