@@ -9,6 +9,7 @@ and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 # Exit statuses shared by every command (regress documents its own 2 and 3).
@@ -179,11 +180,38 @@ def cmd_regress(args: argparse.Namespace) -> int:
     import json
 
     from ltx2k.analysis import regress
+    from ltx2k.history.records import load_results
     from ltx2k.report.markdown import render_markdown
 
-    report = regress.regress(
-        args.results,
+    if not os.path.isdir(args.results):
+        return _fail(f"--results {args.results!r} is not a directory of asv results")
+    records, problems = load_results(args.results)
+    # A broken file is reported, never fatal: the other files still count. Benchmarks
+    # a run skipped or failed are routine (variants timed for some metrics only):
+    # counted here, listed in the report.
+    routine = ("skipped", "failed", "timeout")
+    for p in problems:
+        if p.kind not in routine:
+            print(f"ltx2k regress: {p.kind}: {p.message}", file=sys.stderr)
+    n_routine = sum(p.kind in routine for p in problems)
+    if n_routine:
+        print(
+            f"ltx2k regress: {n_routine} benchmark(s) with skipped or failed parameter "
+            "combinations (listed at the end of the report)",
+            file=sys.stderr,
+        )
+    # A full sha with no results is a commit not measured yet (exit 3); anything
+    # shorter that no result starts with cannot be told from a typo.
+    known = any(r.commit.startswith(args.head.strip().lower()) for r in records)
+    if args.repo is None and records and not known and len(args.head.strip()) != 40:
+        return _fail(
+            f"--head {args.head!r}: no result in --results {args.results!r} is of that commit; "
+            "pass the full sha, or --repo PATH for a branch name"
+        )
+    report = regress.compare(
+        records,
         args.head,
+        problems=problems,
         baseline=args.baseline,
         last=args.last,
         **({"recent": args.recent} if args.recent is not None else {}),
@@ -193,13 +221,17 @@ def cmd_regress(args: argparse.Namespace) -> int:
         env=args.env,
     )
     markdown = render_markdown(report)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report.to_json(), f, indent=2)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(markdown)
-    else:
+    for flag, path, text in (
+        ("--json", args.json, json.dumps(report.to_json(), indent=2)),
+        ("--markdown", args.markdown, markdown),
+    ):
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as e:
+                return _fail(f"{flag} {path!r}: cannot write: {e.strerror or e}")
+    if not args.markdown:
         print(markdown)
     print(f"ltx2k regress: {markdown.splitlines()[0]}", file=sys.stderr)
     return report.exit_code
@@ -548,6 +580,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         return _fail(str(e))
+    except BrokenPipeError:
+        # `ltx2k regress ... | head`: the reader left; nothing is wrong with the run.
+        sys.stderr.close()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

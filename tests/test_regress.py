@@ -550,3 +550,51 @@ def test_report_json_is_strict_json(hist, loaded):
     text = json.dumps(report.to_json(), allow_nan=False)
     assert all(math.isfinite(c.ratio) for _, _, c in report.cells() if c.ratio is not None)
     assert json.loads(text)["status"] == "regression"
+
+
+def test_cli_bad_input_is_one_clear_line_and_keeps_the_files(hist, tmp_path, capsys):
+    """Each bad input names its flag (and file) on stderr, exits 1 or 3, and changes no file."""
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(hist.results_dir, results)
+    before = {p: p.read_bytes() for p in results.rglob("*.json")}
+
+    rc = run_cli("regress", "--results", tmp_path / "nope", "--head", "abc", "--last", "5")
+    err = capsys.readouterr().err
+    assert rc == 1 and "--results" in err and "nope" in err and "Traceback" not in err
+
+    rc = run_cli("regress", "--results", results, "--head", "deadbeef", "--last", "5")
+    err = capsys.readouterr().err
+    assert rc == 1 and "--head 'deadbeef'" in err
+
+    rc = run_cli(
+        "regress", "--results", results, "--head", hist.commits[12], "--last", "5",
+        "--json", tmp_path / "no-such-dir" / "r.json",
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 1 and "--json" in err and "no-such-dir" in err
+
+    # a truncated result file: named on stderr, the rest of the history still judged
+    victim = sorted(p for p in (results / A100).glob("*.json") if p.name != "machine.json")[3]
+    victim.write_bytes(victim.read_bytes()[:200])
+    before[victim] = victim.read_bytes()
+    rc = run_cli("regress", "--results", results, "--head", hist.commits[STEP_AT], "--last", "8")
+    err = capsys.readouterr().err
+    assert "truncated" in err and victim.name in err
+    assert rc == 2  # the A100 step at STEP_AT is still found with one run fewer
+
+    # one commit of history only: a series with one point is "not enough data", exit 3
+    rc = run_cli("regress", "--results", results, "--head", hist.commits[0], "--last", "5")
+    out = capsys.readouterr().out
+    assert rc == 3 and "Not enough data" in out
+
+    # a machine with no history at all
+    rc = run_cli(
+        "regress", "--results", results, "--head", hist.commits[12], "--last", "5",
+        "--machine", "a10g-no-such-gpu",
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 3 and "a10g-no-such-gpu: no results" in out
+
+    assert {p: p.read_bytes() for p in results.rglob("*.json")} == before  # nothing rewritten

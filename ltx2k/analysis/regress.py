@@ -139,6 +139,13 @@ def compare(
         base = Baseline("last-n", str(last), tuple(reversed(union)), by_machine)
         rows = _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent)
     notes = _notes(index, head_label, head_sha, base, columns, rows)
+    if baseline is None and repo is None and head_sha in dates:
+        tied = sum(1 for c, d in dates.items() if d == dates[head_sha] and c != head_sha)
+        if tied:
+            notes.append(
+                f"{tied} commit(s) share head's commit date and cannot be ordered against it "
+                "without git: pass --repo PATH to use them."
+            )
     status = _status(rows, columns, explicit=machines is not None)
     return Report(head_label, base, status, columns, tuple(rows), problems, tuple(notes))
 
