@@ -8,11 +8,12 @@ it?".
 Why not a library. asv's :mod:`asv.step_detect` (an L1 piecewise-constant
 fit with a BIC-like penalty) has no significance test: its penalty is scaled
 by a noise estimate, but nothing bounds how often an unchanged noisy series
-gets a step. Apache Otava's E-divisive means has a permutation test, which is
-distribution-free but cannot reach a small p-value with a handful of points
-after the step (with one run on the new level, no permutation p is below
-1/n): a step at HEAD, the usual case, goes unflagged until several commits
-later. Both are scored against this module on one labelled corpus in
+gets a step, and it reports increases only. Apache Otava's
+``compute_change_points`` proposes splits by E-divisive means and keeps those
+whose two sides differ by a Student t-test at ``max_pvalue``: the noise comes
+from the two sides alone (one run after a split gives it none), nothing pays
+for having tried every split, and the noise of the GPU's other cells is not
+used. Both are scored against this module on one labelled corpus in
 ``docs/detectors.md``. What is written here is the part neither does: a
 scan statistic calibrated for the exact number of runs, with the noise
 learned from the series itself and, where given, from the other series of
