@@ -461,7 +461,8 @@ def detect(
                 runs_before=len(before),
                 runs_after=len(after),
                 persists=len(after) >= 2 and not undone,
-                significant_only=abs(ratio - 1.0) < min_effect,
+                # Multiplicative, so a 2% slowdown and its undoing count alike.
+                significant_only=max(ratio, 1.0 / ratio) < 1.0 + min_effect if ratio > 0 else False,
             )
         )
     reported = tuple(c for c in changes if not c.significant_only)

@@ -34,7 +34,7 @@ class StepInfo:
     p_value: float
     persists: bool  # >= 2 runs on the new level and no later step undoing it
     runs_after: int
-    direction: str  # "regression" | "improvement" | "change" (below the minimum size)
+    direction: str  # "regression" | "improvement"
 
     @property
     def exact(self) -> bool:

@@ -266,42 +266,35 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
 
     head = s.points[-1].value
     earlier = [v for v in s.values[:-1] if v is not None]
-    if head is None or not earlier:
-        return Cell(None, "insufficient", head, None, None, "none")
-    ratio_thr = thresholds.step_for(s.benchmark)
+    if head is None or len(earlier) < 2:
+        base = float(np.median(earlier)) if earlier else None
+        r = head / base if head is not None and base else None
+        return Cell(r, "insufficient", head, base, None, "none")
     higher = thresholds.higher_is_better(s.benchmark)
     det = changepoint.detect(
         s.values,
         samples=s.samples,
         prior=prior,
-        min_effect=ratio_thr - 1.0,
+        min_effect=thresholds.step_for(s.benchmark) - 1.0,
         alpha=thresholds.history_alpha,
     )
     noise = det.noise.sigma if math.isfinite(det.noise.sigma) else None
-
-    def kind(st: changepoint.Step) -> str:
-        worse, better = _worse_better(st.ratio, 1.0, ratio_thr, higher)
-        return "regression" if worse else "improvement" if better else "change"
-
-    steps = [_step_info(s, st, order, pos, kind(st)) for st in det.steps]
-    if len(earlier) + 1 < 3:
-        base = float(np.median(earlier))
-        r = head / base if base else None
-        return Cell(r, "insufficient", head, base, None, "none", noise=noise)
-    n = len(s.points)
+    # Every reported step is at least the minimum step; only its sign is left to read.
+    steps = [
+        _step_info(s, st, order, pos, "regression" if (st.ratio > 1) != higher else "improvement")
+        for st in det.steps
+    ]
     latest = det.steps[-1] if det.steps else None
-    if latest is not None and latest.index >= n - recent:
-        info = steps[-1]
-        level_before = _level(s.values, latest, before=True)
-        flag = info.direction if info.direction != "change" else "ok"
+    if latest is not None and latest.index >= len(s.points) - recent:
+        before = [v for v in s.values[: latest.index] if v is not None][-latest.runs_before :]
         return Cell(
             latest.ratio,
-            flag,
+            steps[-1].direction,
             head,
-            level_before,
+            float(np.median(before)),
             latest.p_value,
             "change-point",
-            info,
+            steps[-1],
             tuple(steps[:-1]),
             noise,
         )
@@ -311,14 +304,6 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     base = float(np.median(level))
     r = head / base if base else (1.0 if head == 0 else None)
     return Cell(r, "ok", head, base, None, "change-point", None, tuple(steps), noise)
-
-
-def _level(values, st: changepoint.Step, *, before: bool) -> float:
-    import numpy as np
-
-    seg = values[: st.index] if before else values[st.index :]
-    seg = [v for v in seg if v is not None][-st.runs_before :] if before else seg
-    return float(np.median([v for v in seg if v is not None]))
 
 
 # --- status and notes ----------------------------------------------------------------------
