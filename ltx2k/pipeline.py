@@ -101,7 +101,7 @@ def run_all(
     stages.append("regress")
 
     _say("5/5 publish: asv publish + summary page")
-    res = publish.publish(config, results, html, regress_json=report.to_json(), repo=repo)
+    res = publish.publish(config, results, html, regress_json=report, repo=repo)
     if not res.asv_ok:
         raise RuntimeError("asv publish failed; only the summary page was written")
     (Path(html) / "regress.md").write_text(md)  # after publish: asv publish empties html/

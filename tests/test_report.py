@@ -2,7 +2,8 @@
 
 Expectations come from what the synthetic history injects (steps, failures,
 broken files), never from the code's own output: the regression matrix must
-flag exactly the injected head-commit changes, every GPU must be listed
+flag exactly the injected head-commit changes (and name the head commit
+as their step), every GPU must be listed
 even when all of its files are broken, and a corrupt file must be listed,
 not fatal.
 """
@@ -10,6 +11,7 @@ not fatal.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -21,13 +23,18 @@ from pathlib import Path
 import pytest
 
 from ltx2k import shapes
+from ltx2k.analysis import changepoint
+from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
 from ltx2k.history.synthetic import generate_history
 from ltx2k.report import page, plots, publish
 
-N_COMMITS = 8
+N_COMMITS = 12
 HEAD = N_COMMITS - 1
-# Injected at the head commit, so "latest vs previous" must flag exactly these.
+# Older than the runs whose steps count as "now", so the matrix must not flag it.
+MID = 3
+assert HEAD - MID >= changepoint.RECENT
+# Injected at the head commit, so judging head along its history must flag exactly these.
 REGRESSION = ("h100-80gb-hbm3", "SplitRope", "time_device_cold", "blocked", "B1_S1024_H32_D128")
 IMPROVEMENT = ("h200", "AdaValues9", "time_device_cold", "slab", "B1_S1_D4096_bf16")
 STEPS = (
@@ -36,7 +43,7 @@ STEPS = (
     f"{IMPROVEMENT[0]}:{IMPROVEMENT[1]}.{IMPROVEMENT[2]}:{IMPROVEMENT[3]}:{IMPROVEMENT[4]}"
     f":commit={HEAD}:-25%",
     # Mid-history step: shows up in the history plot, not in the head matrix.
-    "a100-sxm4-80gb:SplitRope.time_device_*:per_head:B4_S25_H32_D64:commit=3:+40%",
+    f"a100-sxm4-80gb:SplitRope.time_device_*:per_head:B4_S25_H32_D64:commit={MID}:+40%",
 )
 FAILURE = f"h200:SplitRope.time_host_latency:compiled:B4_S25_H32_D64:commit={HEAD}"
 BROKEN_GPU = "l40s"  # a runner whose only result file is garbage
@@ -125,9 +132,57 @@ class _Tables(HTMLParser):
 
 
 def _parse(path: Path) -> _Tables:
+    return _parse_text(path.read_text(encoding="utf-8"))
+
+
+def _parse_text(text: str) -> _Tables:
     t = _Tables()
-    t.feed(path.read_text(encoding="utf-8"))
+    t.feed(text)
     return t
+
+
+# A hand-made history report: a step somewhere in a 3-commit range, and an exact one.
+C1, C2, C3, C4, C5, C6 = (str(i) * 40 for i in range(1, 7))
+_RANGE_STEP = StepInfo(C1, C4, (C2, C3, C4), 1.2, (1.15, 1.25), 1e-4, True, 4, "regression")
+_EXACT_STEP = StepInfo(C5, C6, (C6,), 0.8, (0.78, 0.83), 1e-3, False, 1, "improvement")
+
+
+def _hand_report() -> Report:
+    def row(cls, metric, cells):
+        return Row(
+            f"bench_kernels.{cls}.{metric}", cls, metric, "blocked", "B1_S1024_H32_D128",
+            (("variant", "blocked"), ("shape", "B1_S1024_H32_D128")),
+            "seconds", False, 1.03, cells,
+        )  # fmt: skip
+
+    return Report(
+        head=C6,
+        baseline=Baseline("last-n", "20", (C5, C1), {"h200": (C5, C1), "a100": (C5, C1)}),
+        status="regression",
+        machines=("a100", "h200"),
+        rows=(
+            row(
+                "SplitRope",
+                "time_device_cold",
+                {
+                    "h200": Cell(
+                        1.2, "regression", 12e-6, 10e-6, 1e-4, "change-point", _RANGE_STEP
+                    ),
+                    "a100": Cell(1.0, "ok", 10e-6, 10e-6, None, "change-point"),
+                },
+            ),
+            row(
+                "AdaValues9",
+                "time_device_cold",
+                {
+                    "h200": Cell(1.0, "ok", 10e-6, 10e-6, None, "change-point"),
+                    "a100": Cell(
+                        0.8, "improvement", 8e-6, 10e-6, 1e-3, "change-point", _EXACT_STEP
+                    ),
+                },
+            ),
+        ),
+    )
 
 
 # --- plots -----------------------------------------------------------------------------
@@ -167,14 +222,14 @@ def test_history_has_a_panel_per_shape_and_metric_and_honours_last(loaded):
 def test_history_marks_the_injected_mid_history_step(loaded):
     records, _ = loaded
     fig = plots.history(records, "split_rope")
-    # The +40% step at commit 3 on a100 per_head B4_S25 must get a step marker
-    # ("v") at x=3 in that shape's device-time panel, and nowhere else in it.
+    # The +40% step at commit MID on a100 per_head B4_S25 must get a step marker
+    # ("v") at x=MID in that shape's device-time panel, and nowhere else in it.
     labels = [s.label for s in shapes.ROPE_SHAPES]
     ax = fig.axes[2 * labels.index("B4_S25_H32_D64")]
     marked = {
         int(x) for line in ax.get_lines() if line.get_marker() == "v" for x in line.get_xdata()
     }
-    assert marked == {3}
+    assert marked == {MID}
 
 
 def test_speedup_follows_the_variant_model(loaded):
@@ -189,6 +244,15 @@ def test_speedup_follows_the_variant_model(loaded):
         }
         assert bars["slab"] and min(bars["slab"]) > 1.0
         assert bars["eager"] and max(bars["eager"]) < 1.0
+
+
+def test_heatmap_draws_a_hand_made_report():
+    fig = plots.regression_heatmap(_hand_report())
+    texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"1.20", "0.80"} <= texts  # only the flagged cells carry numbers
+    assert "steps over the last 20 commits" in fig.get_suptitle()
+    vs_commit = dataclasses.replace(_hand_report(), baseline=Baseline("commit", C1, (C1,)))
+    assert f"vs commit {C1[:12]}" in plots.regression_heatmap(vs_commit).get_suptitle()
 
 
 def test_speedup_rejects_a_kernel_without_baseline(loaded):
@@ -272,6 +336,41 @@ def test_flagged_cells_are_exactly_the_injected_steps(site):
 
 
 @pytest.mark.slow
+def test_flagged_cells_name_their_step(site, history):
+    result, _ = site
+    head = history.commits[HEAD]
+    flagged = [
+        (attrs, text)
+        for cells in _parse(result.summary).cells["matrix-flagged"]
+        for attrs, text in cells[4:]
+        if attrs.get("data-flag") in ("regression", "improvement")
+    ]
+    assert len(flagged) == 2
+    for attrs, text in flagged:
+        # Both injected steps are at head, with a run of every commit: exact steps.
+        assert attrs["data-first-bad"] == head
+        assert head[:8] in text and ".." not in text
+        assert re.search(r"[+-]\d+\.\d% \[[+-]\d+\.\d, [+-]\d+\.\d\]", text), text
+
+
+def test_summary_shows_a_step_range_and_its_size():
+    html = page.render_summary(records=[], problems=[], report=_hand_report(), images={})
+    cells = {
+        attrs["data-machine"]: (attrs, text)
+        for row in _parse_text(html).cells["matrix-flagged"]
+        for attrs, text in row[4:]
+        if attrs.get("data-flag") in ("regression", "improvement")
+    }
+    attrs, text = cells["h200"]
+    assert attrs["data-first-bad"] == C4
+    assert f"{C2[:8]}..{C4[:8]} (3 commits)" in text
+    assert "+20.0% [+15.0, +25.0]" in text
+    attrs, text = cells["a100"]
+    assert f"{C6[:8]} -20.0% [-22.0, -17.0], new level seen once" in text
+    assert ".." not in text and "commits)" not in text
+
+
+@pytest.mark.slow
 def test_summary_images_exist_and_index_links_to_summary(site):
     result, _ = site
     html = result.summary.read_text(encoding="utf-8")
@@ -347,8 +446,30 @@ def test_publish_rejects_bad_arguments(history, tmp_path):
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="regress_json"):
         publish.publish(history.conf, history.results_dir, tmp_path / "h", regress_json=bad)
+    with pytest.raises(ValueError, match="regress_json"):
+        publish.publish(history.conf, history.results_dir, tmp_path / "h", regress_json=1)
     with pytest.raises(ValueError, match="last"):
         publish.publish(history.conf, history.results_dir, tmp_path / "h", last=0)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"head": "abc", "basel', '{"head": "abc", "rows": []}', "[1, 2]", "\x00 not json"],
+    ids=["truncated", "missing-keys", "not-an-object", "garbage"],
+)
+def test_a_corrupt_regress_json_is_an_error_naming_the_file(history, tmp_path, content):
+    bad = tmp_path / "corrupt-report.json"
+    bad.write_text(content)
+    with pytest.raises(ValueError, match=re.escape(repr(str(bad)))):
+        publish.publish(history.conf, history.results_dir, tmp_path / "h", regress_json=bad)
+
+
+def test_a_report_file_loads_as_the_report_it_was(report, tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report.to_json()))
+    assert isinstance(report, Report)
+    assert publish._load_report(path) == report
+    assert publish._load_report(report.to_json()) == report
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
@@ -18,8 +19,9 @@ from pathlib import Path
 from string import Template
 
 from ltx2k import shapes
+from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.report import plots
-from ltx2k.report.markdown import format_value
+from ltx2k.report.markdown import format_step, format_value
 
 SUMMARY_HTML = "summary.html"
 SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host
@@ -30,6 +32,7 @@ QUIET_KINDS = ("skipped",)
 RUN_KINDS = ("failed", "timeout")
 # Problems that mean a machine contributed no data at all.
 NO_DATA_KINDS = ("no-usable-results", "empty-machine")
+_FLAGGED = (plots.FLAG_REGRESSION, plots.FLAG_IMPROVEMENT)
 
 
 def _e(x) -> str:
@@ -42,13 +45,13 @@ def _e(x) -> str:
 def all_machines(
     records: Iterable,
     problems: Iterable,
-    report: Mapping | None = None,
+    report: Report | None = None,
     machines_info: Mapping[str, Mapping] | None = None,
 ) -> list[str]:
     """Every machine any input mentions: a GPU whose files are all broken is still listed."""
     names = {r.machine for r in records}
     names |= {p.machine for p in problems if p.machine}
-    names |= set((report or {}).get("machines", []))
+    names |= set(report.machines if report is not None else ())
     names |= set(machines_info or {})
     return sorted(names)
 
@@ -110,40 +113,43 @@ def _fmt_value(x, unit: str) -> str:
     return format_value(float(x), unit)
 
 
-def _cell(cell: Mapping | None, machine: str, unit: str) -> str:
+def _step_html(step: StepInfo) -> str:
+    # format_step writes Markdown whose only markup is `code` around commit hashes.
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", _e(format_step(step)))
+
+
+def _cell(cell: Cell | None, machine: str, unit: str) -> str:
     if cell is None:
         return (
             f'<td class="flag-missing" data-machine="{_e(machine)}" data-flag="missing">'
             "&mdash;</td>"
         )
-    flag = str(cell.get("flag", plots.FLAG_INSUFFICIENT))
-    ratio = cell.get("ratio")
-    finite = isinstance(ratio, (int, float)) and math.isfinite(ratio)
-    text = f"{ratio:.3f}" if finite else "n/a"
-    p = cell.get("p_value")
-    p_txt = f", p={p:.2g}" if isinstance(p, (int, float)) and math.isfinite(p) else ""
-    tip = (
-        f"{flag}: head {_fmt_value(cell.get('head'), unit)}, "
-        f"base {_fmt_value(cell.get('base'), unit)}{p_txt}"
-    )
+    flag, ratio, p = cell.flag, cell.ratio, cell.p_value
+    text = _e(f"{ratio:.3f}" if ratio is not None and math.isfinite(ratio) else "n/a")
+    p_txt = f", p={p:.2g}" if p is not None and math.isfinite(p) else ""
+    tip = f"{flag}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
+    attrs = ""
+    if cell.step is not None and flag in _FLAGGED:
+        attrs = f' data-first-bad="{_e(cell.step.first_bad)}"'
+        text += f'<div class="step">{_step_html(cell.step)}</div>'
+        tip += "; step " + format_step(cell.step).replace("`", "")
     return (
         f'<td class="num flag-{_e(flag)}" data-machine="{_e(machine)}" data-flag="{_e(flag)}"'
-        f' title="{_e(tip)}">{_e(text)}</td>'
+        f'{attrs} title="{_e(tip)}">{text}</td>'
     )
 
 
-def _matrix_table(rows: Sequence[Mapping], machines: Sequence[str], table_id: str) -> str:
+def _matrix_table(rows: Sequence[Row], machines: Sequence[str], table_id: str) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("kernel", "metric", "variant", "shape"))
     head += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
     body = []
     for row in rows:
-        cells = row.get("cells", {})
         kernel, metric = plots.report_row_kernel_metric(row)
-        tds = "".join(_cell(cells.get(m), m, str(row.get("unit", ""))) for m in machines)
+        tds = "".join(_cell(row.cells.get(m), m, row.unit) for m in machines)
         body.append(
-            f'<tr data-benchmark="{_e(row.get("benchmark", ""))}"><td>{_e(kernel)}</td>'
-            f"<td>{_e(metric)}</td><td>{_e(row.get('variant') or '')}</td>"
-            f'<td class="mono">{_e(row.get("shape") or "")}</td>{tds}</tr>'
+            f'<tr data-benchmark="{_e(row.benchmark)}"><td>{_e(kernel)}</td>'
+            f"<td>{_e(metric)}</td><td>{_e(row.variant or '')}</td>"
+            f'<td class="mono">{_e(row.shape or "")}</td>{tds}</tr>'
         )
     return (
         f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
@@ -151,38 +157,39 @@ def _matrix_table(rows: Sequence[Mapping], machines: Sequence[str], table_id: st
     )
 
 
-def _matrix_section(report: Mapping | None, machines: Sequence[str], image: str | None) -> str:
-    if not report:
+def _matrix_section(report: Report | None, machines: Sequence[str], image: str | None) -> str:
+    if report is None:
         return (
             '<p class="empty">No regression report was given or computed '
             "(need at least two commits); see the asv regressions page.</p>"
         )
-    base = report.get("baseline", {}) or {}
-    cols = list(report.get("machines", []))
+    base = report.baseline
+    cols = list(report.machines)
     missing = [m for m in machines if m not in cols]
     cols += missing  # a GPU the report left out still gets a column, marked missing
-    rows = report.get("rows", [])
-    flagged = [
-        r
-        for r in rows
-        if any(
-            c.get("flag") in (plots.FLAG_REGRESSION, plots.FLAG_IMPROVEMENT)
-            for c in r.get("cells", {}).values()
+    rows = report.rows
+    n_reg = len(report.cells(plots.FLAG_REGRESSION))
+    n_imp = len(report.cells(plots.FLAG_IMPROVEMENT))
+    flagged = [r for r in rows if any(c.flag in _FLAGGED for c in r.cells.values())]
+    counts = (
+        f"status {_status_badge(report.status)}, {n_reg} regression(s), {n_imp} improvement(s)."
+    )
+    if base.kind == "last-n":
+        intro = (
+            f"<p>Head <code>{_e(report.head[:12])}</code>, judged on the change points of each "
+            f"GPU's last {_e(base.ref)} commits: {counts} A cell is flagged when a step "
+            "starts within its last few runs. Its number is the new level / the old one; "
+            "below it are the step's first bad commit (or the range of commits it lies in), "
+            "its size with a 95% interval, and a note when the new level was seen only once "
+            "or was undone later. Hover for values.</p>"
         )
-    ]
-    n_reg = sum(
-        c.get("flag") == plots.FLAG_REGRESSION for r in rows for c in r.get("cells", {}).values()
-    )
-    n_imp = sum(
-        c.get("flag") == plots.FLAG_IMPROVEMENT for r in rows for c in r.get("cells", {}).values()
-    )
-    parts = [
-        f"<p>Head <code>{_e(str(report.get('head', ''))[:12])}</code> against "
-        f"{_e(base.get('kind', 'baseline'))} <code>{_e(str(base.get('ref', ''))[:12])}</code>"
-        f" ({len(base.get('commits', []) or [])} baseline commit(s)): status "
-        f"{_status_badge(report.get('status'))}, {n_reg} regression(s), {n_imp} improvement(s)."
-        " Cells are the report's head/base ratio; hover for values and p-value.</p>"
-    ]
+    else:
+        intro = (
+            f"<p>Head <code>{_e(report.head[:12])}</code> against {_e(base.kind)} "
+            f"<code>{_e(base.ref[:12])}</code> ({len(base.commits)} baseline commit(s)): "
+            f"{counts} Cells are the report's head/base ratio; hover for values and p-value.</p>"
+        )
+    parts = [intro]
     if missing:
         parts.append(
             "<p><span class='badge'>no data</span> not in the regression report: "
@@ -266,7 +273,7 @@ def render_summary(
     *,
     records: Sequence,
     problems: Sequence,
-    report: Mapping | None,
+    report: Report | None,
     images: Mapping[str, Sequence[tuple[str, str]]],
     machines_info: Mapping[str, Mapping] | None = None,
     generated: _dt.datetime | None = None,
@@ -286,8 +293,8 @@ def render_summary(
         n_machines=len(machines),
         n_commits=len({r.commit for r in records}),
         n_problems=len([p for p in problems if p.kind not in QUIET_KINDS]),
-        head=_e(str((report or {}).get("head", "n/a"))[:12]),
-        status_badge=_status_badge((report or {}).get("status")),
+        head=_e(report.head[:12] if report is not None else "n/a"),
+        status_badge=_status_badge(report.status if report is not None else None),
         colour_regression=plots.FLAG_COLOURS[plots.FLAG_REGRESSION],
         colour_improvement=plots.FLAG_COLOURS[plots.FLAG_IMPROVEMENT],
         colour_insufficient=plots.FLAG_COLOURS[plots.FLAG_INSUFFICIENT],
@@ -305,7 +312,7 @@ def build_summary(
     records: Sequence,
     problems: Sequence,
     *,
-    report: Mapping | None = None,
+    report: Report | None = None,
     machines_info: Mapping[str, Mapping] | None = None,
     last: int | None = None,
     title: str = "ltx2k performance summary",
@@ -320,7 +327,7 @@ def build_summary(
         plots.save(fig, out / name)
         images[section].append((f"{SUMMARY_DIR}/{name}", alt))
 
-    if report and report.get("rows"):
+    if report is not None and report.rows:
         add("matrix", plots.regression_heatmap(report), "matrix.png", "regression matrix")
     for k in plots.kernels_in(records):
         add(

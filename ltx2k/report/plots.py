@@ -1,6 +1,6 @@
 """Matplotlib figures for the summary page, one function per plot.
 
-Every function takes history ``Record``s (or the regress JSON report) and
+Every function takes history ``Record``s (or a regress ``Report``) and
 returns a ``matplotlib.figure.Figure`` built without pyplot, so nothing here
 touches global figure state and the Agg canvas is used whatever backend the
 caller's matplotlib is configured with. ``save`` writes one to PNG.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -24,6 +24,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullFormatter
 
 from ltx2k import shapes
+from ltx2k.analysis.model import Report, Row
 
 # asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.shapes.
 ASV_CLASS_KERNEL = {"SplitRope": "split_rope", "AdaValues9": "ada_values9"}
@@ -85,17 +86,17 @@ def split_benchmark(name: str) -> tuple[str, str]:
     return ASV_CLASS_KERNEL.get(cls, cls), metric
 
 
-def report_row_kernel_metric(row: Mapping) -> tuple[str, str]:
+def report_row_kernel_metric(row: Row) -> tuple[str, str]:
     """(kernel, metric) of a regress report row, named as in ltx2k.shapes.
 
-    Derived from the benchmark name because the report's "kernel" field is
-    asv's class name ("SplitRope"), while shapes.py speaks "split_rope".
+    Derived from the benchmark name because the row's ``kernel`` is asv's
+    class name ("SplitRope"), while shapes.py speaks "split_rope".
     """
-    return split_benchmark(str(row.get("benchmark", "")))
+    return split_benchmark(row.benchmark)
 
 
-def _row_params(row: Mapping) -> tuple[str, str]:
-    return str(row.get("variant") or ""), str(row.get("shape") or "")
+def _row_params(row: Row) -> tuple[str, str]:
+    return row.variant or "", row.shape or ""
 
 
 def _param(record, key: str) -> str:
@@ -188,27 +189,39 @@ def _cell_colour(flag: str, ratio) -> tuple[float, float, float, float]:
     return r, g, b, alpha
 
 
-def regression_heatmap(report: Mapping) -> Figure:
-    """Head-vs-baseline matrix of the regress report: one panel per kernel x metric.
+def _flag_ratio(row: Row | None, machine: str) -> tuple[str, float | None]:
+    cell = row.cells.get(machine) if row is not None else None
+    return (cell.flag, cell.ratio) if cell is not None else (FLAG_INSUFFICIENT, None)
+
+
+def _report_title(report: Report) -> str:
+    """What the report judged: head against one commit, or head along its history."""
+    head, base = report.head[:8], report.baseline
+    if base.kind == "last-n":
+        return f"head {head}, steps over the last {base.ref} commits"
+    return f"head {head} vs {base.kind} {base.ref[:12]}"
+
+
+def regression_heatmap(report: Report) -> Figure:
+    """The regress report's flags as a matrix: one panel per kernel x metric.
 
     Rows are variant x shape, columns machines. Cells are red for a
     ``regression`` flag and green for an ``improvement``, the stronger the
     larger the ratio; grey is ``ok``, white ``insufficient`` or missing. The
-    number in a cell is the report's head/base ratio.
+    number in a cell is the cell's ratio: head/base against a commit, the
+    new level / the old one at the step along a history.
     """
-    rows = report.get("rows", [])
-    machines = list(report.get("machines", []))
+    rows = report.rows
+    machines = list(report.machines)
     for row in rows:
-        for m in row.get("cells", {}):
+        for m in row.cells:
             if m not in machines:
                 machines.append(m)
-    head = str(report.get("head", ""))[:8]
-    base = report.get("baseline", {}) or {}
-    title = f"head {head} vs {base.get('kind', 'baseline')} {str(base.get('ref', ''))[:12]}"
+    title = _report_title(report)
     if not rows or not machines:
         return _empty(_new_figure(6, 2), f"{title}: no rows in the regression report")
 
-    by_panel: dict[tuple[str, str], dict[tuple[str, str], Mapping]] = defaultdict(dict)
+    by_panel: dict[tuple[str, str], dict[tuple[str, str], Row]] = defaultdict(dict)
     for row in rows:
         by_panel[report_row_kernel_metric(row)][_row_params(row)] = row
     kernels = _ordered((k for k, _ in by_panel), list(ASV_CLASS_KERNEL.values()))
@@ -235,26 +248,13 @@ def regression_heatmap(report: Mapping) -> Figure:
         for j, metric in enumerate(metrics):
             ax = axes[i][j]
             panel = by_panel.get((k, metric), {})
-            image = []
-            for vs in keys:
-                cells = panel.get(vs, {}).get("cells", {})
-                image.append(
-                    [
-                        _cell_colour(
-                            cells.get(m, {}).get("flag", FLAG_INSUFFICIENT),
-                            cells.get(m, {}).get("ratio"),
-                        )
-                        for m in machines
-                    ]
-                )
+            grid = [[_flag_ratio(panel.get(vs), m) for m in machines] for vs in keys]
+            image = [[_cell_colour(flag, ratio) for flag, ratio in line] for line in grid]
             ax.imshow(image, aspect="auto", interpolation="nearest")
             # Numbers only where a reader must act (flagged) or cannot trust
             # the colour (no verdict): 200 cells of "1.00" would hide the signal.
-            for y, vs in enumerate(keys):
-                cells = panel.get(vs, {}).get("cells", {})
-                for x, m in enumerate(machines):
-                    cell = cells.get(m, {})
-                    flag, ratio = cell.get("flag", FLAG_INSUFFICIENT), cell.get("ratio")
+            for y, line in enumerate(grid):
+                for x, (flag, ratio) in enumerate(line):
                     if flag == FLAG_OK:
                         continue
                     finite = isinstance(ratio, (int, float)) and math.isfinite(ratio)
@@ -283,7 +283,8 @@ def regression_heatmap(report: Mapping) -> Figure:
             for spine in ax.spines.values():
                 spine.set_visible(False)
             ax.set_title(f"{k}\n{METRIC_TITLES.get(metric, metric)}", fontsize=fontsize + 2)
-    fig.suptitle(f"Regression matrix: {title} (cell = head/base ratio)", fontsize=11)
+    what = "step ratio" if report.baseline.kind == "last-n" else "head/base ratio"
+    fig.suptitle(f"Regression matrix: {title} (cell = {what})", fontsize=11)
     fig.legend(
         handles=[
             Patch(facecolor=FLAG_COLOURS[f], edgecolor="#999999", label=f)
@@ -315,14 +316,14 @@ def _regression_steps(values: Sequence[float | None]) -> list[int]:
     return [after for _, after, _, _ in positions or ()]
 
 
-def _head_flags(report: Mapping | None, kernel: str, metric: str) -> set[tuple[str, str, str]]:
+def _head_flags(report: Report | None, kernel: str, metric: str) -> set[tuple[str, str, str]]:
     """(machine, variant, shape) flagged as a regression at the report's head."""
     flagged = set()
-    for row in (report or {}).get("rows", []):
+    for row in report.rows if report is not None else ():
         if report_row_kernel_metric(row) != (kernel, metric):
             continue
-        for m, cell in row.get("cells", {}).items():
-            if cell.get("flag") == FLAG_REGRESSION:
+        for m, cell in row.cells.items():
+            if cell.flag == FLAG_REGRESSION:
                 flagged.add((m, *_row_params(row)))
     return flagged
 
@@ -331,7 +332,7 @@ def history(
     records: Sequence,
     kernel: str,
     *,
-    report: Mapping | None = None,
+    report: Report | None = None,
     last: int | None = None,
     metrics: Sequence[str] = (DEVICE_COLD, HOST_LATENCY),
 ) -> Figure:
@@ -356,7 +357,7 @@ def history(
     variants = _ordered((_param(r, "variant") for r in all_recs), KERNEL_VARIANTS.get(kernel, ()))
     colours = machine_colours(r.machine for r in all_recs)
     style = {v: _VARIANT_STYLES[i % len(_VARIANT_STYLES)] for i, v in enumerate(variants)}
-    head = (report or {}).get("head")
+    head = report.head if report is not None else None
 
     fig = _new_figure(5.2 * len(metrics) + 0.5, 2.3 * len(labels) + 1.2)
     axes = fig.subplots(len(labels), len(metrics), squeeze=False, sharex=True)

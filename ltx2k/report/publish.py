@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ltx2k.analysis.model import Report
 from ltx2k.history.records import Problem, load_results
 from ltx2k.report import page
 
@@ -85,18 +86,20 @@ def publish(
     results_dir: str | os.PathLike,
     html_dir: str | os.PathLike,
     *,
-    regress_json: str | os.PathLike | Mapping | None = None,
+    regress_json: Report | str | os.PathLike | Mapping | None = None,
     repo: str | os.PathLike | None = None,
     last: int | None = None,
     log=None,
 ) -> PublishResult:
     """Build ``html_dir``: asv's dashboard, then ``summary.html`` + ``summary/*.png``.
 
-    ``regress_json`` is a report of ``ltx2k.analysis.regress`` (path or
-    mapping); without one the matrix section says so. ``repo`` overrides
-    asv.conf.json's repository (it must hold every result's commit). Problems
-    are printed to ``log`` (default stderr) and listed on the page; none is
-    fatal. Raises ValueError only for bad arguments.
+    ``regress_json`` is a report of ``ltx2k.analysis.regress``: a ``Report``,
+    the path of one written as JSON, or that JSON as a mapping; without one
+    the matrix section says so. ``repo`` overrides asv.conf.json's repository
+    (it must hold every result's commit). Problems are printed to ``log``
+    (default stderr) and listed on the page; none is fatal. Raises
+    ValueError only for bad arguments, a report file that cannot be read or
+    is not a report among them.
     """
     log = sys.stderr if log is None else log
     conf_path = Path(asv_conf).resolve()
@@ -163,11 +166,14 @@ def conf_dirs(
     return results.resolve(), html.resolve(), (base / str(conf.get("repo", "."))).resolve()
 
 
-def latest_vs_previous(results_dir, *, repo=None) -> dict | None:
-    """The regress report of the newest commit against the one before it.
+def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
+    """The regress report of the newest commit, judged along its history.
 
-    Commits are ordered by asv's stored commit date, over all machines. None
-    when there are fewer than two commits (nothing to compare yet).
+    The newest commit is the one with the latest stored commit date over all
+    machines. Each GPU's last ``regress.DEFAULT_LAST`` commits up to it go
+    through the change-point detector (``regress.compare(..., last=...)``),
+    so a flagged cell names the step that caused it. None when there are
+    fewer than two commits (no history yet).
     """
     from ltx2k.analysis import regress
 
@@ -178,29 +184,30 @@ def latest_vs_previous(results_dir, *, repo=None) -> dict | None:
     commits = sorted(dates, key=lambda c: (dates[c], c))
     if len(commits) < 2:
         return None
-    report = regress.compare(
-        records, commits[-1], baseline=commits[-2], repo=repo, problems=problems
+    return regress.compare(
+        records, commits[-1], last=regress.DEFAULT_LAST, repo=repo, problems=problems
     )
-    return report.to_json()
 
 
 # --- inputs -----------------------------------------------------------------------------
 
 
-def _load_report(regress_json) -> Mapping | None:
-    if regress_json is None or isinstance(regress_json, Mapping):
+def _load_report(regress_json) -> Report | None:
+    if regress_json is None or isinstance(regress_json, Report):
         return regress_json
-    path = Path(regress_json)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"regress_json={os.fspath(regress_json)!r} cannot be read: {e}") from e
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+    if isinstance(regress_json, Mapping):
+        return Report.from_json(regress_json, source="regress_json")
+    if not isinstance(regress_json, (str, os.PathLike)):
         raise ValueError(
-            f"regress_json={os.fspath(regress_json)!r} is not a regress report "
-            "(expected an object with a 'rows' list)"
+            "regress_json must be a Report, its JSON, a path or None, "
+            f"got {type(regress_json).__name__}"
         )
-    return data
+    name = f"regress_json={os.fspath(regress_json)!r}"
+    try:
+        data = json.loads(Path(regress_json).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{name} cannot be read: {e}") from e
+    return Report.from_json(data, source=name)
 
 
 def _machines_info(results: Path) -> dict[str, dict]:
