@@ -41,7 +41,17 @@ def mod():
     return _native.build()
 
 
-def _record(mod, site, inputs, out, args=((0, 0), (1, 0), (2, 7))):
+def selected(key: str = "toy-key"):
+    """The ``triton`` argument of ``record`` for a launch Triton's in-memory cache holds:
+    (a real JITFunction, device 0, its cache key, the CompiledKernel stand-in, debug,
+    instrumentation_mode), with ``kernel.device_caches[0][0] == {key: compiled}``."""
+    jit = _toy_jit()
+    compiled = object()
+    jit.device_caches = {0: ({key: compiled}, {}, None, None, None)}
+    return (jit, 0, key, compiled, False, "")
+
+
+def _record(mod, site, inputs, out, args=((0, 0), (1, 0), (2, 7)), triton=None):
     return mod.record(
         site,
         tuple(inputs),
@@ -53,10 +63,7 @@ def _record(mod, site, inputs, out, args=((0, 0), (1, 0), (2, 7))):
         128,
         0,
         list(args),
-        object(),
-        _TOY_JIT,
-        False,
-        "",
+        triton or selected(),
     )
 
 
@@ -157,9 +164,6 @@ def _toy(a_ptr, b_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
     pass
 
 
-_TOY_JIT = triton.runtime.jit.JITFunction(_toy)
-
-
 def _toy_jit():
     return triton.runtime.jit.JITFunction(_toy)
 
@@ -248,11 +252,14 @@ def test_launch_and_record_lands_a_jit_launch_in_the_memo(mod, monkeypatch):
     """The Python side end to end on the CPU: a real JITFunction whose dispatcher returns a
     stand-in compiled kernel; the launch is recorded and the same layout then probes as a hit."""
     jit = _toy_jit()
+    jit.device_caches = {0: ({}, {}, None, None, None)}
     calls = []
 
-    def run(*args, grid, warmup, **kwargs):
+    def run(*args, grid, warmup, **kwargs):  # compiles into Triton's cache, as JITFunction.run
         calls.append((grid, args, kwargs))
-        return FakeCompiled(TYPES)
+        compiled = FakeCompiled(TYPES)
+        jit.device_caches[0][0][f"key-{len(calls)}"] = compiled
+        return compiled
 
     jit.run = run
     monkeypatch.setattr(_native._STATE, "module", mod)
@@ -283,6 +290,8 @@ def test_failed_build_warns_once_and_leaves_the_python_path(monkeypatch):
     monkeypatch.setattr(_native, "available_reason", lambda: None)
     monkeypatch.setattr(_native._checks, "INTERPRET", False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # whatever Triton is installed: this is about the build, not the version check
+    monkeypatch.setattr(_native._launch, "unsupported_triton", lambda: None)
 
     def no_compiler(**kw):
         raise RuntimeError("Ninja is required to load C++ extensions")

@@ -51,7 +51,9 @@ try:
 except ImportError:  # a Triton without it: every launch takes the normal path
     JITFunction = None
 
-# Triton (major, minor) versions whose JITFunction.run / CudaLauncher protocol this module mirrors.
+# Triton (major, minor) versions whose JITFunction.run / CudaLauncher protocol this module
+# and the native call path mirror, and the tests pass on. pyproject.toml declares the same
+# range (tests/test_native_failsafe.py checks that they agree).
 VERIFIED_TRITON = frozenset({(3, 6)})
 # Finer than Triton's 16-byte pointer specialization; see the module docstring.
 ALIGN_KEY = 128
@@ -102,14 +104,42 @@ def triton_version() -> tuple[int, int] | None:
         return None
 
 
+class _VersionWarning:
+    warned = False
+
+
+_VERSION_WARNING = _VersionWarning()
+
+
+def unsupported_triton() -> str | None:
+    """Why this Triton may not take the lean or native launch paths (None: it may).
+
+    Both paths ask; the first to ask on an unverified Triton warns, once per process, for
+    both: the kernels still run, through ``kernel[grid]``, with more host time per call."""
+    if triton_version() in VERIFIED_TRITON:
+        return None
+    tested = ", ".join(f"{major}.{minor}" for major, minor in sorted(VERIFIED_TRITON))
+    reason = (
+        f"Triton {triton.__version__} is not a version whose launch protocol was verified "
+        f"(tested: {tested})"
+    )
+    if not _VERSION_WARNING.warned:
+        _VERSION_WARNING.warned = True
+        warnings.warn(
+            f"ltx2k: {reason}; the lean and native launch paths are off for this process and "
+            "every kernel launches through kernel[grid] (correct results, slower host path)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return reason
+
+
 def _build() -> bool:
     """Resolve Triton's runtime pieces once; False (and a warning) if they are not as verified."""
     _FAST.built = True
-    if triton_version() not in VERIFIED_TRITON:
-        _turn_off(
-            f"Triton {triton.__version__} is not a version whose launcher protocol was verified "
-            f"({sorted(VERIFIED_TRITON)})"
-        )
+    unsupported = unsupported_triton()
+    if unsupported is not None:
+        _FAST.off_reason = unsupported  # unsupported_triton warned, once for both paths
         return False
     try:
         from triton import knobs

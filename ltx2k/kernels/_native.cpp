@@ -11,10 +11,22 @@
 // here, keyed by everything the Python path's decisions depend on: each input
 // tensor's sizes, strides, dtype, device and data_ptr % 128. A later call whose
 // inputs have the same key would take exactly the same decisions (same
-// validation verdict, same output shape, same grid, same scalars, same compiled
-// kernel), so call() replays them: allocate the output, fill the pointers,
-// cuLaunchKernel. Any miss, or anything unusual, returns None and the caller
-// takes the Python path, so this can be slower but never differently right.
+// validation verdict, same output shape, same grid, same scalars), so call()
+// replays them: allocate the output, fill the pointers, cuLaunchKernel. Which
+// binary kernel[grid] would launch is Triton's decision, so each replay first
+// asks Triton's own in-memory cache (see triton_still_selects). Any miss, or
+// anything unusual, returns None and the caller takes the Python path, so this
+// can be slower but never differently right.
+//
+// Failure safety: this is a library call inside someone else's process, and a C++
+// exception escaping a Python C function ends that process (std::terminate). So every
+// entry point runs its body inside try/catch(...): in call() and probe() any C++
+// exception is a miss (the Python path then gives the result or raises the Python
+// exception the other variants raise), elsewhere it becomes a RuntimeError. Before
+// any tensor's data is touched, replayable() and plain_context() refuse what the
+// replay cannot read directly (functorch wrappers, functionalization, Python
+// subclasses and modes, tensors without storage, symbolic or nested sizes, non-CUDA
+// devices other than the CPU); the Python side refuses the common cases even earlier.
 //
 // No CUDA headers: the driver entry points are looked up with dlsym, and the
 // current stream comes from PyTorch's stable C shim (the call AOTInductor's
@@ -22,17 +34,28 @@
 
 #include <Python.h>
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/DispatchKeySet.h>
 #include <c10/core/TensorOptions.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <dlfcn.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -55,7 +78,7 @@ struct Driver {
   cuGetErrorString_t error_string = nullptr;
   get_stream_t stream = nullptr;
 };
-Driver g_driver;
+Driver g_driver;  // written once, under the GIL, by the first driver_ready()
 
 // RTLD_NOLOAD: only libraries PyTorch already loaded; this module never loads CUDA itself.
 void* find(const char* lib, const char* sym, std::string& error) {
@@ -86,6 +109,27 @@ bool driver_ready() {
   return g_driver.error.empty();
 }
 
+// An owned Python reference. Entries are destroyed only inside entry points (which
+// hold the GIL) and never at interpreter exit (sites are never freed, see g_sites),
+// so the decref always runs with the GIL held.
+class Ref {
+ public:
+  Ref() = default;
+  explicit Ref(PyObject* borrowed) : p_(borrowed) { Py_XINCREF(p_); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(p_); }
+  PyObject* get() const { return p_; }
+  void reset(PyObject* borrowed) {
+    Py_XINCREF(borrowed);
+    Py_XDECREF(p_);
+    p_ = borrowed;
+  }
+
+ private:
+  PyObject* p_ = nullptr;
+};
+
 enum ArgKind : int { ARG_INPUT = 0, ARG_OUTPUT = 1, ARG_I32 = 2, ARG_I64 = 3 };
 
 struct Arg {
@@ -93,6 +137,10 @@ struct Arg {
   int64_t value;  // input index, or the scalar
 };
 
+// One recorded launch. Immutable once published: record() builds a new Entry and swaps
+// the map's shared_ptr, so a call that copied the old pointer keeps a whole, live entry
+// even if another thread (or Python code run by a guard's attribute read, which can
+// switch threads) replaces or clears it meanwhile.
 struct Entry {
   CUfunction function = nullptr;
   CUcontext context = nullptr;
@@ -105,11 +153,14 @@ struct Entry {
   c10::ScalarType out_dtype = c10::ScalarType::BFloat16;
   c10::Device out_device = c10::Device(c10::DeviceType::CPU);
   int64_t out_align = 0;
-  PyObject* keepalive = nullptr;  // the CompiledKernel: keeps its module (and function) loaded
-  PyObject* kernel = nullptr;     // the JITFunction, for its pre_run_hooks
-  PyObject* debug = nullptr;      // Triton knobs at record time (they change the binary)
-  PyObject* instrumentation = nullptr;
+  // What selected the binary (triton_still_selects): the JITFunction, the key of its
+  // per-device caches, the key Triton's in-memory cache holds the launch under, the
+  // CompiledKernel there (also keeps its module and function loaded), and the two
+  // launch-time values JITFunction.run folds into that key (debug, instrumentation_mode).
+  Ref kernel, device_key, cache_key, compiled, debug, instrumentation;
 };
+
+using EntryPtr = std::shared_ptr<const Entry>;
 
 struct KeyHash {
   size_t operator()(const std::vector<int64_t>& k) const noexcept {
@@ -119,55 +170,189 @@ struct KeyHash {
   }
 };
 
+using EntryMap = std::unordered_map<std::vector<int64_t>, EntryPtr, KeyHash>;
+
 struct Site {
   std::string name;
   int n_inputs = 0;
   bool unbind = false;  // return out.unbind(0) instead of out
-  std::unordered_map<std::vector<int64_t>, Entry, KeyHash> entries;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
+  // Guards `entries` and `last_error`. Held only around map operations, never while
+  // Python code can run (an entry's destruction decrefs Python objects, so replaced or
+  // cleared entries are destroyed after unlocking): a thread blocked on this mutex while
+  // holding the GIL must never wait for one that needs the GIL to finish.
+  std::mutex mutex;
+  EntryMap entries;
+  std::string last_error;  // the last C++ exception or launch failure turned into a miss
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> misses{0};
 };
 
 constexpr size_t kMaxEntries = 4096;  // as _launch.MAX_ENTRIES: a shape sweep starts over
 constexpr int64_t kAlignKey = 128;    // as _launch.ALIGN_KEY, finer than Triton's 16
+constexpr int kMaxSites = 256;        // one per (public function, variant); tests add a few
 
-std::vector<Site> g_sites;
+// Sites live at fixed addresses for the life of the process: a Site* taken by one
+// call stays valid while another thread adds a site (a std::vector<Site> would move
+// them on reallocation). Never freed, so nothing is decref'd after Python finalizes.
+std::array<std::atomic<Site*>, kMaxSites> g_sites{};
+std::atomic<int> g_n_sites{0};
+std::mutex g_new_site_mutex;
+
 PyObject* g_runtime_knobs = nullptr;
 PyObject* g_compilation_knobs = nullptr;
-PyObject *s_enter, *s_exit, *s_calls, *s_debug, *s_instrumentation, *s_pre_run_hooks;
+PyObject *s_enter, *s_exit, *s_calls, *s_debug, *s_instrumentation, *s_pre_run_hooks,
+    *s_device_caches;
 
-void release(Entry& e) {
-  Py_XDECREF(e.keepalive);
-  Py_XDECREF(e.kernel);
-  Py_XDECREF(e.debug);
-  Py_XDECREF(e.instrumentation);
+// Tests set this to make the next call/probe/record throw inside its try block: the
+// only way to run those catch paths on purpose (nothing valid throws there).
+std::atomic<int> g_fault{0};
+enum Fault : int { FAULT_NONE = 0, FAULT_C10 = 1, FAULT_STD = 2, FAULT_OTHER = 3 };
+
+void maybe_fault() {
+  if (C10_LIKELY(g_fault.load(std::memory_order_relaxed) == FAULT_NONE)) return;
+  switch (g_fault.exchange(FAULT_NONE)) {
+    case FAULT_C10:
+      TORCH_CHECK(false, "injected c10::Error");
+    case FAULT_STD:
+      throw std::runtime_error("injected std::runtime_error");
+    case FAULT_OTHER:
+      throw 42;  // not a std::exception: only catch (...) sees it
+    default:
+      return;
+  }
 }
 
-void clear_site(Site& site) {
-  for (auto& kv : site.entries) release(kv.second);
-  site.entries.clear();
+// A C++ exception's message for a Python error or a site's last_error.
+std::string describe(const std::exception_ptr& ex) {
+  try {
+    std::rethrow_exception(ex);
+  } catch (const c10::Error& e) {
+    return std::string("c10::Error: ") + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return std::string("C++ exception: ") + e.what();
+  } catch (...) {
+    return "a C++ exception that is not a std::exception";
+  }
+}
+
+// Runs an entry point's body; any C++ exception becomes a RuntimeError (or the Python
+// error a failed Python API call inside the body already set).
+template <class Body>
+PyObject* guarded(Body&& body) {
+  try {
+    return body();
+  } catch (...) {
+    std::string msg;
+    try {
+      msg = describe(std::current_exception());
+    } catch (...) {
+      msg = "a C++ exception";  // describing it failed too (out of memory)
+    }
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "ltx2k native: %s", msg.c_str());
+    return nullptr;
+  }
+}
+
+void note_error(Site& site, const std::exception_ptr& ex) {
+  try {
+    std::string msg = describe(ex);
+    std::lock_guard<std::mutex> lock(site.mutex);
+    site.last_error = std::move(msg);
+  } catch (...) {
+    // out of memory while noting it: the miss itself is what matters
+  }
 }
 
 Site* site_of(PyObject* obj) {
   long id = PyLong_AsLong(obj);
   if (id == -1 && PyErr_Occurred()) return nullptr;
-  if (id < 0 || static_cast<size_t>(id) >= g_sites.size()) {
+  if (id < 0 || id >= g_n_sites.load(std::memory_order_acquire)) {
     PyErr_Format(PyExc_ValueError, "site must be an id from new_site(), got %ld", id);
     return nullptr;
   }
-  return &g_sites[id];
+  return g_sites[static_cast<size_t>(id)].load(std::memory_order_acquire);
 }
 
-// The key of one call's inputs; false if an input is not a plain strided,
-// un-negated, un-conjugated Tensor (the Python path handles those).
+EntryPtr find_entry(Site& site, const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> lock(site.mutex);
+  auto it = site.entries.find(key);
+  return it == site.entries.end() ? nullptr : it->second;
+}
+
+// Replaces (or removes, with a null entry) key's entry; the old one is destroyed by the
+// caller's scope after the lock is released.
+EntryPtr put_entry(Site& site, std::vector<int64_t> key, EntryPtr entry, EntryMap& evicted) {
+  std::lock_guard<std::mutex> lock(site.mutex);
+  EntryPtr old;
+  if (entry && site.entries.size() >= kMaxEntries) evicted.swap(site.entries);
+  auto it = site.entries.find(key);
+  if (it != site.entries.end()) {
+    old = std::move(it->second);
+    if (entry)
+      it->second = std::move(entry);
+    else
+      site.entries.erase(it);
+  } else if (entry) {
+    site.entries.emplace(std::move(key), std::move(entry));
+  }
+  return old;
+}
+
+// Functionality keys of tensors whose data the replay cannot read as a plain strided
+// buffer: functorch's vmap (batched) and grad/jvp wrappers, functionalization,
+// Python subclasses, nested, sparse, quantized, lazily negated/conjugated views and
+// ZeroTensor. Such tensors raise (or abort) on data_ptr(), or mean something else there.
+const c10::DispatchKeySet kNotReplayable({
+    c10::DispatchKey::FuncTorchBatched,
+    c10::DispatchKey::FuncTorchGradWrapper,
+    c10::DispatchKey::BatchedNestedTensor,
+    c10::DispatchKey::Functionalize,
+    c10::DispatchKey::Python,
+    c10::DispatchKey::PythonTLSSnapshot,
+    c10::DispatchKey::NestedTensor,
+    c10::DispatchKey::Sparse,
+    c10::DispatchKey::SparseCsr,
+    c10::DispatchKey::Quantized,
+    c10::DispatchKey::Negative,
+    c10::DispatchKey::Conjugate,
+    c10::DispatchKey::ZeroTensor,
+});
+
+// True for a plain dense tensor on the CPU or a CUDA device, whose sizes, strides and
+// data pointer can be read without throwing. CPU: the memo's tests run on CPU tensors;
+// CPU keys never match a recorded CUDA launch.
+bool replayable(PyObject* obj) {
+  if (!THPVariable_CheckExact(obj)) return false;  // subclasses: __torch_function__ decides
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (!t.defined()) return false;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->key_set().has_any(kNotReplayable) || impl->is_python_dispatch()) return false;
+  const c10::DeviceType dev = impl->device_type();
+  if (dev != c10::DeviceType::CUDA && dev != c10::DeviceType::CPU) return false;  // meta too
+  return impl->layout() == c10::kStrided && !impl->is_nested() &&
+         !impl->has_symbolic_sizes_strides() && impl->has_storage() && impl->dtype_initialized();
+}
+
+// True while nothing above the tensors changes what an op means on this thread: no
+// functorch transform (vmap/grad/jvp levels), no TorchDispatchMode (FakeTensorMode,
+// FunctionalTensorMode, make_fx's proxy mode, ...), no TorchFunctionMode (a
+// `with torch.device(...)` block is one). The other variants' torch.empty would go
+// through them; at::empty here would not, or would return a tensor without storage.
+bool plain_context() {
+  return !c10::impl::tls_is_dispatch_key_included(
+             c10::DispatchKey::FuncTorchDynamicLayerFrontMode) &&
+         !c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python) &&
+         !c10::impl::TorchDispatchModeTLS::any_modes_set() &&
+         !at::impl::torch_function_mode_enabled();
+}
+
+// The key of one call's inputs; false if an input is not replayable().
 bool build_key(PyObject* const* tensors, Py_ssize_t n, std::vector<int64_t>& key) {
   key.clear();
   key.reserve(n * 12);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* obj = tensors[i];
-    if (!THPVariable_CheckExact(obj)) return false;
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    if (t.layout() != c10::kStrided || t.is_neg() || t.is_conj()) return false;
+    if (!replayable(tensors[i])) return false;
+    const at::Tensor& t = THPVariable_Unpack(tensors[i]);
     const int64_t dim = t.dim();
     key.push_back(dim);
     for (int64_t d = 0; d < dim; ++d) key.push_back(t.sizes()[d]);
@@ -175,111 +360,139 @@ bool build_key(PyObject* const* tensors, Py_ssize_t n, std::vector<int64_t>& key
     key.push_back(static_cast<int64_t>(t.scalar_type()));
     key.push_back(static_cast<int64_t>(t.device().type()));
     key.push_back(t.device().index());
-    key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlignKey));
+    // const: a copy-on-write tensor is not materialized just to be looked at
+    key.push_back(
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kAlignKey));
   }
   return true;
 }
 
-// True while nothing that the Python path would see differently is set:
-// a profiler's launch hooks, the kernel's pre-run hooks, a changed debug or
-// instrumentation knob. Attribute reads only (~0.1 us each).
-bool guards_hold(const Entry& e) {
-  if (g_runtime_knobs == nullptr || g_compilation_knobs == nullptr) return false;
-  for (PyObject* name : {s_enter, s_exit}) {
-    PyObject* hook = PyObject_GetAttr(g_runtime_knobs, name);
-    if (hook == nullptr) return false;
-    bool empty = hook == Py_None;
-    if (!empty) {
-      PyObject* calls = PyObject_GetAttr(hook, s_calls);
-      empty = calls != nullptr && PyList_Check(calls) && PyList_GET_SIZE(calls) == 0;
-      Py_XDECREF(calls);
-    }
-    Py_DECREF(hook);
-    if (!empty) return false;
+bool hook_chain_empty(PyObject* knobs, PyObject* name) {
+  PyObject* hook = PyObject_GetAttr(knobs, name);
+  if (hook == nullptr) return false;
+  bool empty = hook == Py_None;
+  if (!empty) {
+    PyObject* calls = PyObject_GetAttr(hook, s_calls);
+    empty = calls != nullptr && PyList_Check(calls) && PyList_GET_SIZE(calls) == 0;
+    Py_XDECREF(calls);
   }
-  PyObject* pre = PyObject_GetAttr(e.kernel, s_pre_run_hooks);
-  bool ok = pre != nullptr && PyList_Check(pre) && PyList_GET_SIZE(pre) == 0;
-  Py_XDECREF(pre);
-  if (!ok) return false;
-  PyObject* debug = PyObject_GetAttr(g_runtime_knobs, s_debug);
-  ok = debug != nullptr && PyObject_RichCompareBool(debug, e.debug, Py_EQ) == 1;
-  Py_XDECREF(debug);
+  Py_DECREF(hook);
+  return empty;
+}
+
+// Whether kernel[grid] would, right now, launch exactly the binary this entry holds.
+// Triton 3.6's JITFunction.run looks the launch up in kernel.device_caches[device][0]
+// under a key made of the arguments' specialization (a function of this memo's key)
+// and its options: num_warps (fixed per entry), `kernel.debug or knobs.runtime.debug`
+// and knobs.compilation.instrumentation_mode, read at each launch. So: the same two
+// option values, and the same CompiledKernel object under the recorded key. Knobs
+// that only compile() reads (default_fp_fusion, fp32_default, ptxas options) change
+// the binary only when Triton compiles again, which replaces that cache entry (or
+// the whole cache): a miss here, and the Python path records the new binary.
+bool triton_still_selects(const Entry& e) {
+  // `kernel.debug or knobs.runtime.debug`, as JITFunction.run computes it
+  PyObject* debug = PyObject_GetAttr(e.kernel.get(), s_debug);
+  if (debug == nullptr) return false;
+  const int truthy = PyObject_IsTrue(debug);
+  if (truthy != 1) {
+    Py_DECREF(debug);
+    if (truthy < 0) return false;
+    debug = PyObject_GetAttr(g_runtime_knobs, s_debug);
+    if (debug == nullptr) return false;
+  }
+  bool ok = PyObject_RichCompareBool(debug, e.debug.get(), Py_EQ) == 1;
+  Py_DECREF(debug);
   if (!ok) return false;
   PyObject* instr = PyObject_GetAttr(g_compilation_knobs, s_instrumentation);
-  ok = instr != nullptr && PyObject_RichCompareBool(instr, e.instrumentation, Py_EQ) == 1;
+  ok = instr != nullptr && PyObject_RichCompareBool(instr, e.instrumentation.get(), Py_EQ) == 1;
   Py_XDECREF(instr);
+  if (!ok) return false;
+  PyObject* caches = PyObject_GetAttr(e.kernel.get(), s_device_caches);
+  if (caches == nullptr) return false;
+  ok = false;
+  if (PyDict_Check(caches)) {  // a defaultdict; GetItem never calls its factory
+    PyObject* per_device = PyDict_GetItemWithError(caches, e.device_key.get());  // borrowed
+    if (per_device != nullptr && PyTuple_Check(per_device) && PyTuple_GET_SIZE(per_device) > 0 &&
+        PyDict_Check(PyTuple_GET_ITEM(per_device, 0))) {
+      PyObject* compiled =
+          PyDict_GetItemWithError(PyTuple_GET_ITEM(per_device, 0), e.cache_key.get());
+      ok = compiled != nullptr && compiled == e.compiled.get();
+    }
+  }
+  Py_DECREF(caches);
   return ok;
 }
 
-PyObject* none_after_clearing() {
-  PyErr_Clear();  // a failed attribute read above means "not eligible", not an error
-  Py_RETURN_NONE;
+// True while nothing that the Python path would see differently is set: a profiler's
+// launch hooks, the kernel's pre-run hooks, and Triton selecting another binary.
+// Attribute reads and dict lookups only (~0.1 us each).
+bool guards_hold(const Entry& e) {
+  if (g_runtime_knobs == nullptr || g_compilation_knobs == nullptr) return false;
+  if (!hook_chain_empty(g_runtime_knobs, s_enter) || !hook_chain_empty(g_runtime_knobs, s_exit))
+    return false;
+  PyObject* pre = PyObject_GetAttr(e.kernel.get(), s_pre_run_hooks);
+  bool ok = pre != nullptr && PyList_Check(pre) && PyList_GET_SIZE(pre) == 0;
+  Py_XDECREF(pre);
+  return ok && triton_still_selects(e);
 }
 
-// call(site, *inputs) -> output (or a tuple of its unbind(0) views), or None.
-PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1) {
-    PyErr_SetString(PyExc_TypeError, "call(site, *inputs)");
-    return nullptr;
-  }
-  Site* site = site_of(args[0]);
-  if (site == nullptr) return nullptr;
-  if (nargs - 1 != site->n_inputs) {
-    PyErr_Format(PyExc_TypeError, "site %s takes %d inputs, got %zd", site->name.c_str(),
-                 site->n_inputs, nargs - 1);
-    return nullptr;
-  }
+// The entry call() would replay for these inputs, or null. Python errors raised by the
+// guards' attribute reads mean "not eligible" and are cleared by the caller.
+EntryPtr lookup(Site& site, PyObject* const* inputs, Py_ssize_t n) {
+  maybe_fault();
+  if (!plain_context()) return nullptr;
   static thread_local std::vector<int64_t> key;
-  if (!build_key(args + 1, nargs - 1, key) || site->entries.empty()) {
-    ++site->misses;
-    Py_RETURN_NONE;
+  if (!build_key(inputs, n, key)) return nullptr;
+  EntryPtr e = find_entry(site, key);
+  if (!e || !guards_hold(*e)) return nullptr;
+  return e;
+}
+
+PyObject* wrap_output(const Site& site, at::Tensor out) {
+  if (!site.unbind) return THPVariable_Wrap(std::move(out));
+  std::vector<at::Tensor> views = out.unbind(0);
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(views.size()));
+  if (tuple == nullptr) return nullptr;
+  for (size_t i = 0; i < views.size(); ++i) {
+    PyObject* v = THPVariable_Wrap(std::move(views[i]));
+    if (v == nullptr) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
   }
-  auto it = site->entries.find(key);
-  if (it == site->entries.end()) {
-    ++site->misses;
-    Py_RETURN_NONE;
-  }
-  const Entry& e = it->second;
-  if (!driver_ready() || !guards_hold(e)) {
-    ++site->misses;
-    return none_after_clearing();
-  }
+  return tuple;
+}
+
+// The replay. Returns the output, Py_None for a miss, or nullptr with a Python error
+// set where a Python API call failed after the launch.
+PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
+  EntryPtr held = lookup(site, inputs, n);
+  if (!held || !driver_ready()) return Py_None;
+  const Entry& e = *held;
   CUcontext ctx = nullptr;
-  if (g_driver.ctx_current(&ctx) != 0 || ctx != e.context) {
-    ++site->misses;  // another device (or none) is current: the Python path decides
-    Py_RETURN_NONE;
-  }
+  // another device (or none) is current: the Python path decides
+  if (g_driver.ctx_current(&ctx) != 0 || ctx != e.context) return Py_None;
   void* stream = nullptr;
-  if (g_driver.stream(e.device, &stream) != 0) {
-    ++site->misses;
-    Py_RETURN_NONE;
-  }
-  at::Tensor out;
-  try {
-    out = at::empty(e.out_sizes, at::TensorOptions().dtype(e.out_dtype).device(e.out_device));
-  } catch (const std::exception& ex) {
-    PyErr_SetString(PyExc_RuntimeError, ex.what());  // out of memory: as torch.empty raises
-    return nullptr;
-  }
-  const uint64_t out_ptr = reinterpret_cast<uintptr_t>(out.data_ptr());
-  if (static_cast<int64_t>(out_ptr % kAlignKey) != e.out_align) {
-    ++site->misses;  // compiled for another alignment: the Python path re-specializes
-    Py_RETURN_NONE;
-  }
+  if (g_driver.stream(e.device, &stream) != 0) return Py_None;
+  // Out of memory throws here: a miss, and the Python path raises torch.OutOfMemoryError.
+  at::Tensor out =
+      at::empty(e.out_sizes, at::TensorOptions().dtype(e.out_dtype).device(e.out_device));
+  const uint64_t out_ptr = reinterpret_cast<uintptr_t>(out.const_data_ptr());
+  // compiled for another alignment: the Python path re-specializes
+  if (static_cast<int64_t>(out_ptr % kAlignKey) != e.out_align) return Py_None;
   // Parameter storage in the order of the compiled kernel's signature, then
   // Triton 3.6's two trailing scratch pointers (null: recorded only without scratch).
-  const size_t n = e.args.size();
+  const size_t n_args = e.args.size();
+  if (n_args > 64) return Py_None;
   uint64_t storage[64];
   void* params[66];
-  if (n > 64) {
-    ++site->misses;
-    Py_RETURN_NONE;
-  }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n_args; ++i) {
     const Arg& a = e.args[i];
     switch (a.kind) {
       case ARG_INPUT:
-        storage[i] = reinterpret_cast<uintptr_t>(THPVariable_Unpack(args[1 + a.value]).data_ptr());
+        storage[i] =
+            reinterpret_cast<uintptr_t>(THPVariable_Unpack(inputs[a.value]).const_data_ptr());
         break;
       case ARG_OUTPUT:
         storage[i] = out_ptr;
@@ -296,134 +509,57 @@ PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     params[i] = &storage[i];
   }
   uint64_t scratch[2] = {0, 0};
-  params[n] = &scratch[0];
-  params[n + 1] = &scratch[1];
+  params[n_args] = &scratch[0];
+  params[n_args + 1] = &scratch[1];
   CUresult r = g_driver.launch(e.function, e.grid[0], e.grid[1], e.grid[2], e.block, 1, 1,
                                e.shared, stream, params, nullptr);
   if (r != 0) {
+    // Nothing ran. Forget this entry (the Python path records afresh or raises
+    // through Triton, as the other variants do) and say why in last_error.
     const char* msg = "unknown error";
     g_driver.error_string(r, &msg);
-    PyErr_Format(PyExc_RuntimeError, "ltx2k native launch of %s failed: CUDA error %d (%s)",
-                 site->name.c_str(), r, msg);
-    return nullptr;
+    std::vector<int64_t> key;
+    build_key(inputs, n, key);
+    EntryMap evicted;
+    EntryPtr old = put_entry(site, std::move(key), nullptr, evicted);
+    throw std::runtime_error("launch of " + site.name + " failed: CUDA error " +
+                             std::to_string(r) + " (" + msg + ")");
   }
-  ++site->hits;
-  if (!site->unbind) return THPVariable_Wrap(std::move(out));
-  std::vector<at::Tensor> views = out.unbind(0);
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(views.size()));
-  if (tuple == nullptr) return nullptr;
-  for (size_t i = 0; i < views.size(); ++i) {
-    PyObject* v = THPVariable_Wrap(std::move(views[i]));
-    if (v == nullptr) {
-      Py_DECREF(tuple);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), v);
-  }
-  return tuple;
+  return wrap_output(site, std::move(out));
 }
 
-// new_site(name, n_inputs, unbind) -> id
-PyObject* new_site(PyObject*, PyObject* args) {
-  const char* name;
-  int n_inputs, unbind;
-  if (!PyArg_ParseTuple(args, "sip", &name, &n_inputs, &unbind)) return nullptr;
-  if (n_inputs < 1 || n_inputs > 16) {
-    PyErr_Format(PyExc_ValueError, "n_inputs must be in [1, 16], got %d", n_inputs);
+// call(site, *inputs) -> output (or a tuple of its unbind(0) views), or None.
+PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "call(site, *inputs)");
     return nullptr;
   }
-  Site site;
-  site.name = name;
-  site.n_inputs = n_inputs;
-  site.unbind = unbind != 0;
-  g_sites.push_back(std::move(site));
-  return PyLong_FromSize_t(g_sites.size() - 1);
-}
-
-// configure(runtime_knobs, compilation_knobs): the objects the guards read.
-PyObject* configure(PyObject*, PyObject* args) {
-  PyObject *runtime, *compilation;
-  if (!PyArg_ParseTuple(args, "OO", &runtime, &compilation)) return nullptr;
-  Py_INCREF(runtime);
-  Py_INCREF(compilation);
-  Py_XDECREF(g_runtime_knobs);
-  Py_XDECREF(g_compilation_knobs);
-  g_runtime_knobs = runtime;
-  g_compilation_knobs = compilation;
-  Py_RETURN_NONE;
-}
-
-// record(site, inputs, out, function, context, device, grid, block, shared, args,
-//        keepalive, kernel, debug, instrumentation)
-PyObject* record(PyObject*, PyObject* a) {
-  PyObject *site_obj, *inputs, *out_obj, *grid, *arg_list, *keepalive, *kernel, *debug, *instr;
-  unsigned long long function, context;
-  int device;
-  unsigned block, shared;
-  if (!PyArg_ParseTuple(a, "OO!OKKiOIIO!OOOO", &site_obj, &PyTuple_Type, &inputs, &out_obj,
-                        &function, &context, &device, &grid, &block, &shared, &PyList_Type,
-                        &arg_list, &keepalive, &kernel, &debug, &instr))
-    return nullptr;
-  Site* site = site_of(site_obj);
+  Site* site = site_of(args[0]);
   if (site == nullptr) return nullptr;
-  if (PyTuple_GET_SIZE(inputs) != site->n_inputs) {
-    PyErr_Format(PyExc_ValueError, "site %s records %d inputs, got %zd", site->name.c_str(),
-                 site->n_inputs, PyTuple_GET_SIZE(inputs));
+  if (nargs - 1 != site->n_inputs) {
+    PyErr_Format(PyExc_TypeError, "site %s takes %d inputs, got %zd", site->name.c_str(),
+                 site->n_inputs, nargs - 1);
     return nullptr;
   }
-  if (!THPVariable_Check(out_obj)) {
-    PyErr_SetString(PyExc_TypeError, "out must be a Tensor");
-    return nullptr;
+  PyObject* result = nullptr;
+  try {
+    result = replay(*site, args + 1, nargs - 1);
+  } catch (...) {
+    note_error(*site, std::current_exception());
+    result = Py_None;
   }
-  std::vector<int64_t> key;
-  if (!build_key(&PyTuple_GET_ITEM(inputs, 0), site->n_inputs, key)) Py_RETURN_FALSE;
-  const at::Tensor& out = THPVariable_Unpack(out_obj);
-  if (!out.is_contiguous() || out.dim() < (site->unbind ? 1 : 0)) Py_RETURN_FALSE;
-  Entry e;
-  e.function = reinterpret_cast<CUfunction>(function);
-  e.context = reinterpret_cast<CUcontext>(context);
-  e.device = device;
-  if (!PyArg_ParseTuple(grid, "III", &e.grid[0], &e.grid[1], &e.grid[2])) return nullptr;
-  e.block = block;
-  e.shared = shared;
-  const Py_ssize_t n_args = PyList_GET_SIZE(arg_list);
-  if (n_args > 64) Py_RETURN_FALSE;
-  for (Py_ssize_t i = 0; i < n_args; ++i) {
-    Arg arg;
-    long long value;
-    if (!PyArg_ParseTuple(PyList_GET_ITEM(arg_list, i), "iL", &arg.kind, &value)) return nullptr;
-    arg.value = value;
-    if (arg.kind < ARG_INPUT || arg.kind > ARG_I64 ||
-        (arg.kind == ARG_INPUT && (value < 0 || value >= site->n_inputs))) {
-      PyErr_Format(PyExc_ValueError, "bad argument spec (%d, %lld)", arg.kind, value);
-      return nullptr;
-    }
-    e.args.push_back(arg);
+  if (result == Py_None || result == nullptr) {
+    // A miss, or a failed Python API call: either way the Python path decides.
+    PyErr_Clear();
+    site->misses.fetch_add(1, std::memory_order_relaxed);
+    Py_RETURN_NONE;
   }
-  e.out_sizes = out.sizes().vec();
-  e.out_dtype = out.scalar_type();
-  e.out_device = out.device();
-  e.out_align = static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.data_ptr()) % kAlignKey);
-  Py_INCREF(keepalive);
-  Py_INCREF(kernel);
-  Py_INCREF(debug);
-  Py_INCREF(instr);
-  e.keepalive = keepalive;
-  e.kernel = kernel;
-  e.debug = debug;
-  e.instrumentation = instr;
-  if (site->entries.size() >= kMaxEntries) clear_site(*site);
-  auto found = site->entries.find(key);
-  if (found != site->entries.end()) {
-    release(found->second);
-    found->second = e;
-  } else {
-    site->entries.emplace(std::move(key), e);
-  }
-  Py_RETURN_TRUE;
+  site->hits.fetch_add(1, std::memory_order_relaxed);
+  return result;
 }
 
-// probe(site, *inputs) -> bool: is there an entry for these inputs (no launch; tests).
+// probe(site, *inputs) -> bool: would call() replay these inputs, given a driver (no
+// launch; tests). Errors are misses, as in call().
 PyObject* probe(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 1) {
     PyErr_SetString(PyExc_TypeError, "probe(site, *inputs)");
@@ -431,39 +567,210 @@ PyObject* probe(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   Site* site = site_of(args[0]);
   if (site == nullptr) return nullptr;
-  std::vector<int64_t> key;
-  if (nargs - 1 != site->n_inputs || !build_key(args + 1, nargs - 1, key)) Py_RETURN_FALSE;
-  return PyBool_FromLong(site->entries.count(key) != 0);
+  if (nargs - 1 != site->n_inputs) Py_RETURN_FALSE;
+  bool hit = false;
+  try {
+    hit = lookup(*site, args + 1, nargs - 1) != nullptr;
+  } catch (...) {
+    note_error(*site, std::current_exception());
+  }
+  PyErr_Clear();
+  return PyBool_FromLong(hit);
+}
+
+// new_site(name, n_inputs, unbind) -> id
+PyObject* new_site(PyObject*, PyObject* args) {
+  return guarded([&]() -> PyObject* {
+    const char* name;
+    int n_inputs, unbind;
+    if (!PyArg_ParseTuple(args, "sip", &name, &n_inputs, &unbind)) return nullptr;
+    if (n_inputs < 1 || n_inputs > 16) {
+      PyErr_Format(PyExc_ValueError, "n_inputs must be in [1, 16], got %d", n_inputs);
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(g_new_site_mutex);
+    const int id = g_n_sites.load(std::memory_order_relaxed);
+    if (id >= kMaxSites) {
+      PyErr_Format(PyExc_RuntimeError, "at most %d native sites per process", kMaxSites);
+      return nullptr;
+    }
+    auto site = std::make_unique<Site>();
+    site->name = name;
+    site->n_inputs = n_inputs;
+    site->unbind = unbind != 0;
+    g_sites[static_cast<size_t>(id)].store(site.release(), std::memory_order_release);
+    g_n_sites.store(id + 1, std::memory_order_release);
+    return PyLong_FromLong(id);
+  });
+}
+
+// configure(runtime_knobs, compilation_knobs): the objects the guards read. Once per
+// process (at build), before any entry exists; the old objects stay referenced.
+PyObject* configure(PyObject*, PyObject* args) {
+  return guarded([&]() -> PyObject* {
+    PyObject *runtime, *compilation;
+    if (!PyArg_ParseTuple(args, "OO", &runtime, &compilation)) return nullptr;
+    Py_INCREF(runtime);
+    Py_INCREF(compilation);
+    g_runtime_knobs = runtime;
+    g_compilation_knobs = compilation;
+    Py_RETURN_NONE;
+  });
+}
+
+// record(site, inputs, out, function, context, device, grid, block, shared, args,
+//        (kernel, device_key, cache_key, compiled, debug, instrumentation)) -> bool
+PyObject* record(PyObject*, PyObject* a) {
+  return guarded([&]() -> PyObject* {
+    PyObject *site_obj, *inputs, *out_obj, *grid, *arg_list, *triton;
+    unsigned long long function, context;
+    int device;
+    unsigned block, shared;
+    if (!PyArg_ParseTuple(a, "OO!OKKiOIIO!O!", &site_obj, &PyTuple_Type, &inputs, &out_obj,
+                          &function, &context, &device, &grid, &block, &shared, &PyList_Type,
+                          &arg_list, &PyTuple_Type, &triton))
+      return nullptr;
+    Site* site = site_of(site_obj);
+    if (site == nullptr) return nullptr;
+    maybe_fault();
+    if (PyTuple_GET_SIZE(inputs) != site->n_inputs) {
+      PyErr_Format(PyExc_ValueError, "site %s records %d inputs, got %zd", site->name.c_str(),
+                   site->n_inputs, PyTuple_GET_SIZE(inputs));
+      return nullptr;
+    }
+    if (PyTuple_GET_SIZE(triton) != 6) {
+      PyErr_SetString(PyExc_ValueError,
+                      "triton must be (kernel, device_key, cache_key, compiled, debug, "
+                      "instrumentation)");
+      return nullptr;
+    }
+    if (!THPVariable_Check(out_obj)) {
+      PyErr_SetString(PyExc_TypeError, "out must be a Tensor");
+      return nullptr;
+    }
+    std::vector<int64_t> key;
+    if (!plain_context() || !replayable(out_obj) ||
+        !build_key(&PyTuple_GET_ITEM(inputs, 0), site->n_inputs, key))
+      Py_RETURN_FALSE;
+    const at::Tensor& out = THPVariable_Unpack(out_obj);
+    if (!out.is_contiguous() || out.dim() < (site->unbind ? 1 : 0)) Py_RETURN_FALSE;
+    auto e = std::make_shared<Entry>();
+    e->function = reinterpret_cast<CUfunction>(function);
+    e->context = reinterpret_cast<CUcontext>(context);
+    e->device = device;
+    if (!PyArg_ParseTuple(grid, "III", &e->grid[0], &e->grid[1], &e->grid[2])) return nullptr;
+    e->block = block;
+    e->shared = shared;
+    const Py_ssize_t n_args = PyList_GET_SIZE(arg_list);
+    if (n_args > 64) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < n_args; ++i) {
+      Arg arg;
+      long long value;
+      if (!PyArg_ParseTuple(PyList_GET_ITEM(arg_list, i), "iL", &arg.kind, &value))
+        return nullptr;
+      arg.value = value;
+      if (arg.kind < ARG_INPUT || arg.kind > ARG_I64 ||
+          (arg.kind == ARG_INPUT && (value < 0 || value >= site->n_inputs))) {
+        PyErr_Format(PyExc_ValueError, "bad argument spec (%d, %lld)", arg.kind, value);
+        return nullptr;
+      }
+      e->args.push_back(arg);
+    }
+    e->out_sizes = out.sizes().vec();
+    e->out_dtype = out.scalar_type();
+    e->out_device = out.device();
+    e->out_align =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.const_data_ptr()) % kAlignKey);
+    e->kernel.reset(PyTuple_GET_ITEM(triton, 0));
+    e->device_key.reset(PyTuple_GET_ITEM(triton, 1));
+    e->cache_key.reset(PyTuple_GET_ITEM(triton, 2));
+    e->compiled.reset(PyTuple_GET_ITEM(triton, 3));
+    e->debug.reset(PyTuple_GET_ITEM(triton, 4));
+    e->instrumentation.reset(PyTuple_GET_ITEM(triton, 5));
+    EntryMap evicted;  // destroyed after put_entry unlocks
+    EntryPtr old = put_entry(*site, std::move(key), std::move(e), evicted);
+    Py_RETURN_TRUE;
+  });
 }
 
 // stats(site) -> (entries, hits, misses)
 PyObject* stats(PyObject*, PyObject* obj) {
-  Site* site = site_of(obj);
-  if (site == nullptr) return nullptr;
-  return Py_BuildValue("(nKK)", static_cast<Py_ssize_t>(site->entries.size()),
-                       static_cast<unsigned long long>(site->hits),
-                       static_cast<unsigned long long>(site->misses));
+  return guarded([&]() -> PyObject* {
+    Site* site = site_of(obj);
+    if (site == nullptr) return nullptr;
+    size_t entries;
+    {
+      std::lock_guard<std::mutex> lock(site->mutex);
+      entries = site->entries.size();
+    }
+    return Py_BuildValue("(nKK)", static_cast<Py_ssize_t>(entries),
+                         static_cast<unsigned long long>(site->hits.load()),
+                         static_cast<unsigned long long>(site->misses.load()));
+  });
+}
+
+// last_error(site) -> str or None: the last C++ exception or failed launch that a call
+// or probe of this site turned into a miss.
+PyObject* last_error(PyObject*, PyObject* obj) {
+  return guarded([&]() -> PyObject* {
+    Site* site = site_of(obj);
+    if (site == nullptr) return nullptr;
+    std::string msg;
+    {
+      std::lock_guard<std::mutex> lock(site->mutex);
+      msg = site->last_error;
+    }
+    if (msg.empty()) Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(msg.data(), static_cast<Py_ssize_t>(msg.size()));
+  });
 }
 
 PyObject* clear(PyObject*, PyObject* obj) {
-  Site* site = site_of(obj);
-  if (site == nullptr) return nullptr;
-  clear_site(*site);
-  site->hits = site->misses = 0;
-  Py_RETURN_NONE;
+  return guarded([&]() -> PyObject* {
+    Site* site = site_of(obj);
+    if (site == nullptr) return nullptr;
+    EntryMap evicted;  // destroyed after the lock is released
+    {
+      std::lock_guard<std::mutex> lock(site->mutex);
+      evicted.swap(site->entries);
+      site->last_error.clear();
+    }
+    site->hits = 0;
+    site->misses = 0;
+    Py_RETURN_NONE;
+  });
 }
 
 // current_context() -> int: the calling thread's CUcontext (0 if none or no driver).
 PyObject* current_context(PyObject*, PyObject*) {
-  CUcontext ctx = nullptr;
-  if (driver_ready()) g_driver.ctx_current(&ctx);
-  return PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(ctx));
+  return guarded([&]() -> PyObject* {
+    CUcontext ctx = nullptr;
+    if (driver_ready()) g_driver.ctx_current(&ctx);
+    return PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(ctx));
+  });
 }
 
 // driver_error() -> str: why launches cannot be made here ("" if they can).
 PyObject* driver_error(PyObject*, PyObject*) {
-  driver_ready();
-  return PyUnicode_FromString(g_driver.error.c_str());
+  return guarded([&]() -> PyObject* {
+    driver_ready();
+    return PyUnicode_FromString(g_driver.error.c_str());
+  });
+}
+
+// inject_fault(kind): the next call/probe/record throws inside its try block
+// (1: c10::Error, 2: std::runtime_error, 3: an int; 0: none). Tests only.
+PyObject* inject_fault(PyObject*, PyObject* obj) {
+  return guarded([&]() -> PyObject* {
+    long kind = PyLong_AsLong(obj);
+    if (kind == -1 && PyErr_Occurred()) return nullptr;
+    if (kind < FAULT_NONE || kind > FAULT_OTHER) {
+      PyErr_Format(PyExc_ValueError, "fault kind must be in [0, 3], got %ld", kind);
+      return nullptr;
+    }
+    g_fault.store(static_cast<int>(kind));
+    Py_RETURN_NONE;
+  });
 }
 
 PyMethodDef methods[] = {
@@ -475,9 +782,11 @@ PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(runtime_knobs, compilation_knobs)"},
     {"record", record, METH_VARARGS, "record a launch the Python path made"},
     {"stats", stats, METH_O, "stats(site) -> (entries, hits, misses)"},
+    {"last_error", last_error, METH_O, "last_error(site) -> str or None"},
     {"clear", clear, METH_O, "clear(site)"},
     {"current_context", current_context, METH_NOARGS, "the calling thread's CUcontext"},
     {"driver_error", driver_error, METH_NOARGS, "why native launches are unavailable"},
+    {"inject_fault", inject_fault, METH_O, "make the next call/probe/record throw (tests)"},
     {nullptr, nullptr, 0, nullptr}};
 
 // The build names the module after a hash of this source (TORCH_EXTENSION_NAME),
@@ -499,5 +808,6 @@ PyMODINIT_FUNC LTX2K_CAT(PyInit_, TORCH_EXTENSION_NAME)() {
   s_debug = PyUnicode_InternFromString("debug");
   s_instrumentation = PyUnicode_InternFromString("instrumentation_mode");
   s_pre_run_hooks = PyUnicode_InternFromString("pre_run_hooks");
+  s_device_caches = PyUnicode_InternFromString("device_caches");
   return PyModule_Create(&module_def);
 }

@@ -3,8 +3,8 @@
 Why: on the H200 runners a single Python-level call into torch costs ~7-9 us
 (``torch.empty``, ``torch.add``), so a launcher written in Python -- validate,
 allocate, launch, even through the lean path of :mod:`ltx2k.kernels._launch` --
-cannot get under ~25 us per call, while eager PyTorch pays one C++ dispatch.
-Issue 7 asks for host latency at or below eager's. What no existing tool does:
+cannot get under ~25 us per call, while eager PyTorch pays one C++ dispatch, and
+host latency at or below eager's is the goal. What no existing tool does:
 Triton's own launcher and PyTorch's ``_StaticCudaLauncher`` are both called
 from Python per launch, after Python has validated and allocated.
 
@@ -12,20 +12,32 @@ How (``_native.cpp`` has the details): a :class:`Site` is one public function.
 Its Python path validates, allocates, launches through Triton's normal
 ``kernel[grid]`` and then :meth:`Site.record` stores the launch, keyed by every
 input tensor's sizes, strides, dtype, device and ``data_ptr() % 128``. The
-Python path's decisions (the validation verdict, output shape, grid, scalars,
-compiled kernel) are functions of exactly that key, so a later
-``site.call(*inputs)`` with the same key replays them in C++: allocate the
-output with ``at::empty``, fill the kernel's parameters, ``cuLaunchKernel`` on
-the current stream. Anything else -- a miss, a tensor subclass, another
-current device, a profiler's launch hook, a changed Triton debug or
-instrumentation knob -- returns ``None``, and the caller takes its Python path.
+Python path's decisions (the validation verdict, output shape, grid, scalars)
+are functions of exactly that key, so a later ``site.call(*inputs)`` with the
+same key replays them in C++: allocate the output with ``at::empty``, fill the
+kernel's parameters, ``cuLaunchKernel`` on the current stream. Which binary to
+launch is Triton's decision: the replay checks that Triton's in-memory cache
+still holds the recorded ``CompiledKernel`` under the cache key Triton computed
+for the recorded launch, with the same launch-time options. Anything else -- a
+miss, another current device, a profiler's launch hook, a recompiled kernel --
+returns ``None``, and the caller takes its Python path.
+
+Never taking the caller's process down: the launchers call :func:`plain2` /
+:func:`plain3` before ``Site.call`` (a few attribute reads: tensor subclasses such
+as FakeTensor, meta tensors and functorch transforms -- vmap, grad, jvp -- go
+straight to the Python path); the C++ side refuses every other tensor it cannot
+read directly (functorch wrappers outside a transform, functionalization,
+dispatch and function modes, no storage, nested or symbolic sizes), and every C++
+entry point turns any C++ exception into a miss (``call``, ``probe``) or a Python
+exception. The Python path then behaves exactly as the non-native variants do.
 
 The module is built at first use with ``torch.utils.cpp_extension.load``
 (a C++ compiler and ninja; ~1 min once, cached per source hash, torch and
 Python version). It is never built in the CPU interpreter (there are no
-launches to replay) nor on a Triton whose launch protocol was not verified;
-if the build fails it warns once and :meth:`Site.call` returns ``None``
-for the rest of the process: slower, never wrong.
+launches to replay) nor on a Triton whose launch protocol was not verified
+(one warning, from :func:`ltx2k.kernels._launch.unsupported_triton`); if the
+build fails it warns once and :meth:`Site.call` returns ``None`` for the rest
+of the process: slower, never wrong.
 
 ``Site.call`` must not be reached while ``torch.compile`` traces (dynamo has to see
 ``kernel[grid]``): the launchers check ``torch.compiler.is_compiling()`` before it, and
@@ -38,6 +50,7 @@ import functools
 import hashlib
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +63,42 @@ SOURCE = Path(__file__).with_name("_native.cpp")
 ARG_INPUT, ARG_OUTPUT, ARG_I32, ARG_I64 = 0, 1, 2, 3
 # Triton signature types of scalars this path passes, and how.
 _SCALAR_KINDS = {"i32": ARG_I32, "i64": ARG_I64}
+
+_Tensor = torch.Tensor
+try:  # the functorch interpreter stack: not None inside vmap, grad, jvp, functionalize
+    _functorch_level = torch._C._functorch.peek_interpreter_stack
+except AttributeError:  # a torch without it: the C++ side's functorch TLS check still refuses
+
+    def _functorch_level() -> None:
+        return None
+
+
+def plain2(a, b) -> bool:
+    """Whether a two-input call may try the replay: both plain ``torch.Tensor`` (not a
+    subclass such as FakeTensor or DTensor), not on the meta device, and no functorch
+    transform active. Cheap on purpose (~4 attribute reads); the C++ side re-checks
+    everything it relies on. Only the first input's device is read: a call whose inputs
+    are on different devices fails the Python path's validation, and the C++ side
+    refuses meta tensors before reading any data."""
+    return (
+        type(a) is _Tensor and type(b) is _Tensor and not a.is_meta and _functorch_level() is None
+    )
+
+
+def plain3(a, b, c) -> bool:
+    """:func:`plain2` for three inputs."""
+    return (
+        type(a) is _Tensor
+        and type(b) is _Tensor
+        and type(c) is _Tensor
+        and not a.is_meta
+        and _functorch_level() is None
+    )
+
+
+def _plain_all(tensors) -> bool:
+    """:func:`plain2` for any number of tensors, every device read (the slow path's check)."""
+    return _functorch_level() is None and all(type(t) is _Tensor and not t.is_meta for t in tensors)
 
 
 class _State:
@@ -123,20 +172,31 @@ def module():
     """The built module, or None (with one warning saying why) where it cannot be used."""
     if not _STATE.tried:
         _STATE.tried = True
-        reason = available_reason()
-        if reason is None and _launch.triton_version() not in _launch.VERIFIED_TRITON:
-            reason = f"Triton's launch protocol is verified for {sorted(_launch.VERIFIED_TRITON)}"
+        if available_reason() is not None:
+            return None  # silent: there is nothing to launch anyway
+        unsupported = _launch.unsupported_triton()  # warns once, for both launch paths
+        if unsupported is not None:
+            _STATE.off_reason = unsupported
+            return None
+        try:
+            mod = build()
+            reason = mod.driver_error() or None
+        except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
+            reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
         if reason is None:
-            try:
-                mod = build()
-                reason = mod.driver_error() or None
-                if reason is None:
-                    _STATE.module = mod
-            except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
-                reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
-        if reason is not None and available_reason() is None:
-            _turn_off(reason)  # silent where there is nothing to launch anyway
+            _STATE.module = mod
+        else:
+            _turn_off(reason)
     return _STATE.module
+
+
+def _stop_replays(reason: str) -> None:
+    """Turn the native path off for the rest of the process (one warning): every site's
+    ``call`` answers None from now on, so no existing entry is replayed either."""
+    _turn_off(reason)
+    _STATE.module = None
+    for site in list(_ALL_SITES):
+        site.call = _no_entry
 
 
 def _current_device() -> int:
@@ -147,12 +207,17 @@ def _no_entry(*inputs) -> None:
     return None
 
 
+# Every Site, so that _stop_replays can unbind them all.
+_ALL_SITES: weakref.WeakSet = weakref.WeakSet()
+
+
 class Site:
     """One public function's memo of launches.
 
     ``call`` is a C function once the module is built (``functools.partial``
     adds no Python frame); until then, and where the module is unavailable, a
-    Python function that returns ``None``.
+    Python function that returns ``None``. Callers check :func:`plain2` /
+    :func:`plain3` first.
     """
 
     def __init__(self, name: str, n_inputs: int, unbind: bool):
@@ -161,6 +226,7 @@ class Site:
         self.unbind = unbind
         self.id: int | None = None
         self.call = self._first_call
+        _ALL_SITES.add(self)
 
     def _bind(self) -> bool:
         mod = module()
@@ -182,8 +248,14 @@ class Site:
         return _STATE.module.stats(self.id)
 
     def probe(self, *inputs) -> bool:
-        """Whether these inputs have an entry (no launch)."""
+        """Whether ``call`` would replay these inputs, given a CUDA driver (no launch)."""
         return self.id is not None and _STATE.module.probe(self.id, *inputs)
+
+    def last_error(self) -> str | None:
+        """The last C++ exception or failed launch that ``call`` turned into a miss."""
+        if self.id is None or _STATE.module is None:
+            return None
+        return _STATE.module.last_error(self.id)
 
     def clear(self) -> None:
         if self.id is not None and _STATE.module is not None:
@@ -215,28 +287,62 @@ class Site:
             _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps)
             return
         compiled = kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)
+        if not _plain_all((*inputs, out)):
+            return  # launched as the other variants launch; nothing the replay could repeat
+        try:
+            self._record(mod, kernel, compiled, grid, inputs, out, tensors, scalars, constexprs)
+        except Exception as e:  # a protocol this code does not know: the launch itself is done
+            _stop_replays(f"recording a launch failed ({type(e).__name__}: {e})")
+
+    def _record(self, mod, kernel, compiled, grid, inputs, out, tensors, scalars, constexprs):
+        if hasattr(compiled, "result"):  # async compile mode hands back a future
+            compiled = compiled.result()
         spec = arg_spec(kernel, compiled, inputs, out, tensors, scalars, constexprs)
         if spec is None:
             return
-        padded = tuple(grid) + (1,) * (3 - len(grid))
+        device = _current_device()
+        cache_key = triton_cache_key(kernel, compiled, device)
+        if cache_key is None:
+            return
         from triton import knobs
 
+        padded = tuple(grid) + (1,) * (3 - len(grid))
         mod.record(
             self.id,
             tuple(inputs),
             out,
             compiled.function,
             mod.current_context(),
-            _current_device(),
+            device,
             padded,
             32 * compiled.metadata.num_warps,
             compiled.metadata.shared,
             spec,
-            compiled,
-            kernel,
-            knobs.runtime.debug,
-            knobs.compilation.instrumentation_mode,
+            (
+                kernel,
+                device,
+                cache_key,
+                compiled,
+                # the options JITFunction.run folds into its cache key at each launch
+                kernel.debug or knobs.runtime.debug,
+                knobs.compilation.instrumentation_mode,
+            ),
         )
+
+
+def triton_cache_key(kernel, compiled, device: int):
+    """The key under which Triton's in-memory cache holds ``compiled`` for ``device``
+    (Triton 3.6: ``kernel.device_caches[device][0]``, the dict ``JITFunction.run`` looks
+    each launch up in), or None. Found by identity rather than recomputed, so it is
+    Triton's own key whatever goes into it."""
+    try:
+        per_device = kernel.device_caches.get(device)  # .get: no binder made for a new device
+        cache = per_device[0] if per_device is not None else None
+    except (AttributeError, TypeError, IndexError, KeyError):
+        return None
+    if not isinstance(cache, dict):
+        return None
+    return next((key for key, value in cache.items() if value is compiled), None)
 
 
 def arg_spec(
@@ -250,8 +356,6 @@ def arg_spec(
     not passed -- then two scratch pointers (null unless the kernel needs
     scratch, which is not recorded).
     """
-    if hasattr(compiled, "result"):
-        compiled = compiled.result()
     try:
         launcher = compiled.run  # loads the module, as the first launch did
         meta = compiled.metadata

@@ -264,10 +264,13 @@ def ltx2_ada_values9(
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
-    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
-        outs = _SITES[variant].call(
-            scale_shift_table, timestep
-        )  # None: first call with this layout
+    if (
+        variant in NATIVE_VARIANTS
+        and not torch.compiler.is_compiling()
+        and _native.plain2(scale_shift_table, timestep)  # vmap/grad/jvp, fake, meta: Python path
+    ):
+        # None: not seen with this layout yet, or not eligible (the Python path decides)
+        outs = _SITES[variant].call(scale_shift_table, timestep)
         if outs is not None:
             return outs
     B, S, D = _validate(scale_shift_table, timestep, variant)

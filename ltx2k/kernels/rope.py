@@ -220,7 +220,11 @@ def apply_ltx2_split_rotary_emb(
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
     """
-    if variant in NATIVE_VARIANTS and not torch.compiler.is_compiling():
+    if (
+        variant in NATIVE_VARIANTS
+        and not torch.compiler.is_compiling()
+        and _native.plain3(x, cos, sin)  # vmap/grad/jvp, fake, meta, subclasses: Python path
+    ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
         out = _SITES[variant].call(x, cos, sin)
         if out is not None:
