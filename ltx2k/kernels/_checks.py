@@ -8,6 +8,7 @@ layout does not fail: it returns a silently wrong tensor.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ltx2k.runtime import interpreter_requested
 
@@ -67,3 +68,17 @@ def same_device(**tensors: torch.Tensor) -> torch.device:
 def in_range(name: str, value: int, lo: int, hi: int, what: str) -> None:
     if not lo <= value <= hi:
         raise ValueError(f"{what} {name}={value} is outside the supported range [{lo}, {hi}]")
+
+
+def real_data(**tensors: torch.Tensor) -> None:
+    """Refuse FakeTensors (inputs, or an output allocated under FakeTensorMode) before a
+    launch: their data_ptr() is 0, and Triton's launcher passes a null pointer through
+    unchecked, so the kernel would read and write address 0 and leave the CUDA context
+    unusable. Not called while torch.compile traces (dynamo launches the kernel itself)."""
+    for name, t in tensors.items():
+        if isinstance(t, FakeTensor):
+            raise TypeError(
+                f"{name} is a FakeTensor (shape {tuple(t.shape)}, e.g. under FakeTensorMode); "
+                "the Triton kernels read and write real memory. To trace them, wrap the call "
+                "in a torch.library custom op with a fake implementation"
+            )

@@ -182,6 +182,8 @@ def _grid_config(D: int) -> tuple[int, int]:
 
 def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
     slab = VARIANTS[variant](B, S, D, timestep.device)
+    if not torch.compiler.is_compiling():
+        _checks.real_data(scale_shift_table=table, timestep=timestep, out=slab)
     outs = slab.unbind(0)
     if B * S == 0:
         return outs
@@ -277,6 +279,8 @@ def ltx2_ada_values9(
     if variant in GRID_VARIANTS:
         return _values9_grid(scale_shift_table, timestep, B, S, D, variant)
     outs = VARIANTS[variant](B, S, D, timestep.device)
+    if not torch.compiler.is_compiling():
+        _checks.real_data(scale_shift_table=scale_shift_table, timestep=timestep, out=outs[0])
     if B * S == 0:
         return outs
     block_d = triton.next_power_of_2(D)

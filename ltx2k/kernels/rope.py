@@ -233,6 +233,8 @@ def apply_ltx2_split_rotary_emb(
     # Not empty_like: x may be "contiguous" with an arbitrary stride on a
     # size-1 dim (PyTorch ignores those strides), and out must be dense rows.
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if not torch.compiler.is_compiling():
+        _checks.real_data(x=x, cos=cos, sin=sin, out=out)
     if B * S == 0:
         return out
     cfg = VARIANTS[variant](H)
