@@ -25,8 +25,9 @@ The method:
    size at 2 us and at 400 us); series with zeros or negatives stay linear,
    in units of their median.
 2. **Noise.** The between-run noise ``sigma`` is a robust spread of the
-   run-to-run differences: ``1.4826 * median(|d|) / sqrt(2)``. A step makes
-   one large difference, which the median ignores. With few runs that
+   run-to-run differences: their root mean square with the largest left out
+   (a step makes one large difference, an odd run two), scaled to estimate
+   the standard deviation of one run. With few runs that
    estimate is itself noisy, so a :class:`NoisePrior` (the same estimate,
    pooled over the other series of that GPU and metric, see
    :func:`pooled_noise`) is combined with it as ``PRIOR_WEIGHT`` runs'
@@ -69,11 +70,11 @@ from dataclasses import dataclass
 import numpy as np
 
 # The family-wise false-flag rate per series and evaluation. Gaussian noise
-# alone would flag 0.4% of unchanged series; the heavier tails of real runs
-# (outlier runs, Student-t noise, resampled H200 runs) bring it to 0.2-0.8%
-# on the labelled corpora of docs/detectors.md, inside the 1% budget, while
-# 0.005 reached 0.9% and 0.01 1.6%.
-DEFAULT_ALPHA = 0.004
+# alone would flag 0.5% of unchanged series; with the heavier tails of real
+# runs (outlier runs, Student-t noise, resampled H200 runs) the labelled
+# corpora of docs/detectors.md saw 0.6-0.8%, inside the 1% budget (0.01 saw
+# up to 1.6%).
+DEFAULT_ALPHA = 0.005
 
 # How many runs' worth of evidence the pooled noise of the GPU's other
 # series counts for, against the series' own estimate. A median-based spread
@@ -95,7 +96,7 @@ _MIN_RUNS = 3
 # the second has fewer candidates to pay for, so a step at HEAD or up to four
 # commits before it needs a smaller statistic.
 RECENT = 5
-_WHOLE_SHARE = 0.25
+_WHOLE_SHARE = 0.1
 # A series whose own noise estimate lies outside this central band of what
 # the pooled noise predicts is judged on its own estimate (see _own_band).
 _OWN_BAND = (0.02, 0.9)
@@ -149,13 +150,13 @@ class Detection:
 # --- noise ---------------------------------------------------------------------------------
 
 
-def _scale(values: Sequence[float]) -> tuple[np.ndarray, bool]:
-    """Values on the scale the detector works in, and whether it is the log scale."""
+def _scale(values: Sequence[float]) -> tuple[np.ndarray, float | None]:
+    """Values on the scale the detector works in, and the linear unit (None: log scale)."""
     v = np.asarray(values, dtype=float)
     if np.all(v > 0):
-        return np.log(v), True
+        return np.log(v), None
     unit = float(np.median(np.abs(v))) or 1.0
-    return v / unit, False
+    return v / unit, unit
 
 
 def _trim(n_diffs: int) -> int:
@@ -192,7 +193,7 @@ def _diff_sigma(y: np.ndarray) -> float | None:
     return float(_trimmed_rms(d) * _consistency(len(d)))
 
 
-def _within_se(samples, value: float, log_scale: bool) -> float | None:
+def _within_se(samples, value: float, unit: float | None) -> float | None:
     """Standard error of one run's median from its samples, on the detector's scale."""
     s = [x for x in samples or () if x is not None and math.isfinite(x)]
     if len(s) < 3 or not value:
@@ -201,7 +202,7 @@ def _within_se(samples, value: float, log_scale: bool) -> float | None:
     spread = _MAD_TO_SIGMA * float(np.median(np.abs(arr - np.median(arr))))
     # The median of n normal draws has ~1.25x the standard error of the mean.
     se = 1.2533 * spread / math.sqrt(len(arr))
-    return se / abs(value) if log_scale else se
+    return se / abs(value) if unit is None else se / unit
 
 
 def _present(values) -> tuple[list[int], list[float]]:
@@ -294,7 +295,8 @@ def _null_max(
     relative to the prior, rounded so the cache stays small).
     """
     rng = np.random.default_rng(20261201 + 7919 * n + 31 * m + 2 * head_end + prior + 5 * recent)
-    z = rng.standard_normal((_NULL_DRAWS, n))
+    # Medians no more precise than their own samples say: noise at least the floor.
+    z = rng.standard_normal((_NULL_DRAWS, n)) * max(1.0, floor_ratio)
     own = _trimmed_rms(np.diff(z, axis=1)) * _consistency(n - 1)
     if prior:
         dof = _ESTIMATOR_EFFICIENCY * (n - 1)
@@ -326,6 +328,28 @@ def _p_value(stat: float, n: int, m: int, head_end: bool, prior: bool, floor_rat
 
 
 # --- detection ---------------------------------------------------------------------------------
+
+# How far (in noise units) a run must lie from both of its neighbours to be an
+# outlier: a difference of two Gaussian runs is that large (3.5 of its standard
+# deviations) in 5 of 10^4 pairs, and it must happen on both sides at once.
+_OUTLIER_SIGMAS = 5.0
+
+
+def _not_outliers(y: np.ndarray, sigma: float) -> np.ndarray:
+    """False for each run, other than the first and the last, far from both neighbours
+    while they agree with each other.
+
+    The neighbours, not the median of several runs: the two runs of a two-run
+    excursion are each close to the other, so they stay a (short-lived) level.
+    """
+    keep = np.ones(len(y), dtype=bool)
+    tol = _OUTLIER_SIGMAS * sigma if sigma > 0 else 1e-12
+    for i in range(1, len(y) - 1):
+        gap = min(abs(y[i] - y[i - 1]), abs(y[i] - y[i + 1]))
+        # ... and its neighbours on one level: next to a step they are not.
+        level = abs(y[i - 1] - y[i + 1]) <= (0.5 * tol if sigma > 0 else tol)
+        keep[i] = not (gap > tol and level)
+    return keep
 
 
 def _check_args(values, samples, alpha, min_effect) -> None:
@@ -366,12 +390,13 @@ def detect(
     n = len(vals)
     if n == 0:
         return Detection((), (), Noise(math.nan, None, None, None, 0))
-    y, log_scale = _scale(vals)
+    y, unit = _scale(vals)
+    log_scale = unit is None
     own = _diff_sigma(y)
     ses = []
     if samples is not None:
         for i, v in zip(idx, vals, strict=True):
-            se = _within_se(samples[i], v, log_scale)
+            se = _within_se(samples[i], v, unit)
             if se is not None:
                 ses.append(se)
     within = float(np.median(ses)) if ses else None
@@ -393,6 +418,18 @@ def detect(
     if use_prior and within:
         # Quantised so that the calibration cache is shared by similar series.
         floor_ratio = round(within / prior.sigma, 1)
+
+    # A single odd run inside the history is an outlier, not two steps: it is far
+    # from the runs on both sides of it, where the first run of a new level is close
+    # to the runs after it. It is left out of the scan (its place stays, so a
+    # step's range still counts it); HEAD cannot be told from a step yet and stays.
+    keep = _not_outliers(y, eff)
+    if not keep.all():
+        idx = [i for i, k in zip(idx, keep, strict=True) if k]
+        y = y[keep]
+        n = len(y)
+        if n < _MIN_RUNS:
+            return Detection((), (), noise)
 
     splits: list[tuple[int, float]] = []  # (split position into vals, p)
 
@@ -446,7 +483,8 @@ def detect(
         else:
             base = float(before.mean())
             ratio = (base + diff) / base if base else math.inf
-            ci = ((base + lo_d) / base, (base + hi_d) / base) if base else (math.inf, math.inf)
+            ends = sorted(((base + lo_d) / base, (base + hi_d) / base)) if base else None
+            ci = (ends[0], ends[1]) if ends else (math.inf, math.inf)
         undone = False
         if s + 1 < len(splits):
             nxt = float(y[splits[s + 1][0] : bounds[s + 3]].mean() - after.mean())

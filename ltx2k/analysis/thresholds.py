@@ -49,7 +49,7 @@ File format (JSON), all keys optional::
     {"thresholds": {"*SplitRope.time_device_cold": 1.03},
      "steps": {"*SplitRope.time_device_cold": 1.02},
      "direction": {"*.track_my_throughput": "higher"},
-     "alpha": 0.002, "history_alpha": 0.004}
+     "alpha": 0.002, "history_alpha": 0.005}
 """
 
 from __future__ import annotations
