@@ -559,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--regress-json",
         default=None,
-        help="regress report to show (default: compute latest commit vs the previous one)",
+        help="regress report to show (default: judge the newest commit along the last 20 commits)",
     )
     s.add_argument("--repo", default=None, help="git repo with the commits (default: the config's)")
     s.add_argument("--last", type=int, default=None, help="history plots: keep the last N commits")
