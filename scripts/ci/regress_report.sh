@@ -10,7 +10,7 @@
 # Environment:
 #   LTX2K_HEAD          commit to judge (default HEAD)
 #   LTX2K_BASELINE      commit/ref to compare against; if unset, LTX2K_LAST is used
-#   LTX2K_LAST          number of earlier commits forming the baseline (default 10)
+#   LTX2K_LAST          earlier commits of each GPU's history judged for steps (default 20)
 #   LTX2K_RESULTS       results directory (default results)
 #   LTX2K_REGRESS_DIR   output directory (default regress)
 set -euo pipefail
@@ -24,8 +24,8 @@ head=$(ci_commit "${LTX2K_HEAD:-HEAD}" LTX2K_HEAD)
 if [[ -n "${LTX2K_BASELINE:-}" ]]; then
     baseline_args=(--baseline "$(ci_commit "$LTX2K_BASELINE" LTX2K_BASELINE)")
 else
-    last=${LTX2K_LAST:-10}
-    [[ "$last" =~ ^[1-9][0-9]*$ ]] || ci_die "LTX2K_LAST: not a positive integer: '$last'"
+    last=${LTX2K_LAST:-20}
+    [[ "$last" =~ ^[1-9][0-9]*$ && "$last" -ge 2 ]] || ci_die "LTX2K_LAST: not a whole number >= 2: '$last'"
     baseline_args=(--last "$last")
 fi
 
