@@ -470,9 +470,12 @@ PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
   EntryPtr held = lookup(site, inputs, n);
   if (!held || !driver_ready()) return Py_None;
   const Entry& e = *held;
+  // Only what a real launch recorded: a CUDA output, a function and a context. (A thread
+  // that never touched CUDA has no current context, and must not match a null one.)
+  if (!e.out_device.is_cuda() || e.function == nullptr || e.context == nullptr) return Py_None;
   CUcontext ctx = nullptr;
   // another device (or none) is current: the Python path decides
-  if (g_driver.ctx_current(&ctx) != 0 || ctx != e.context) return Py_None;
+  if (g_driver.ctx_current(&ctx) != 0 || ctx == nullptr || ctx != e.context) return Py_None;
   void* stream = nullptr;
   if (g_driver.stream(e.device, &stream) != 0) return Py_None;
   // Out of memory throws here: a miss, and the Python path raises torch.OutOfMemoryError.
