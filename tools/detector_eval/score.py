@@ -339,7 +339,7 @@ def plot(results: dict, path: Path) -> None:
             )
     bottom = fig.add_gridspec(2, 4, height_ratios=(1, 1.4), wspace=0.45, **box)
 
-    def lines(ax, xs, series_of, xlabel, ylabel, title, span=100.0):
+    def lines(ax, xs, series_of, xlabel, ylabel, title, span=100.0, ylim=(0.0, 105.0)):
         ends = []
         for n in names:
             pts = [(x, 100 * y) for x, y in zip(xs, series_of(n), strict=True) if y is not None]
@@ -347,11 +347,17 @@ def plot(results: dict, path: Path) -> None:
                 continue
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, color=colours[n])
             ends.append([pts[-1][1], pts[-1][0], n])
-        # Names at the line ends, pushed apart where lines end together.
+        ax.set_ylim(*ylim)
+        # Names at the line ends, pushed apart where lines end together, and kept
+        # under the top of the panel (pushed down from there if the stack reaches it).
         ends.sort()
         gap = 0.055 * span
         for k in range(1, len(ends)):
             ends[k][0] = max(ends[k][0], ends[k - 1][0] + gap)
+        top = ax.get_ylim()[1] - 0.5 * gap
+        for k in range(len(ends) - 1, -1, -1):
+            ceiling = top if k == len(ends) - 1 else ends[k + 1][0] - gap
+            ends[k][0] = min(ends[k][0], ceiling)
         for y, x, n in ends:
             ax.annotate(
                 n,
@@ -382,7 +388,6 @@ def plot(results: dict, path: Path) -> None:
         "recall vs step size (all steps)",
     )
     ax.set_xticks(range(len(sizes)), sizes)
-    ax.set_ylim(0, 105)
     noise_labels = [
         f"{100 * lo:g}-{100 * hi:g}%" if hi < 1 else f">{100 * lo:g}%" for lo, hi in NOISE_BINS
     ]
@@ -396,7 +401,6 @@ def plot(results: dict, path: Path) -> None:
         "recall vs noise (qualifying steps)",
     )
     ax.set_xticks(range(len(NOISE_BINS)), noise_labels, fontsize=7)
-    ax.set_ylim(0, 105)
     ax = fig.add_subplot(bottom[1, 2])
     lines(
         ax,
@@ -407,8 +411,10 @@ def plot(results: dict, path: Path) -> None:
         "recall by position before HEAD",
     )
     ax.set_xticks(range(5))
-    ax.set_ylim(0, 105)
     ax = fig.add_subplot(bottom[1, 3])
+    flag_span = max(
+        [100 * (b["false_flag_rate"] or 0) for n in names for b in views[n]["by_noise"]] + [1.0]
+    )
     lines(
         ax,
         list(range(len(NOISE_BINS))),
@@ -416,12 +422,10 @@ def plot(results: dict, path: Path) -> None:
         "true between-run noise of the series",
         "unchanged series flagged (%)",
         "false flags vs noise",
-        span=max(
-            [100 * (b["false_flag_rate"] or 0) for n in names for b in views[n]["by_noise"]] + [1.0]
-        ),
+        span=flag_span,
+        ylim=(0.0, 1.08 * flag_span),
     )
     ax.set_xticks(range(len(NOISE_BINS)), noise_labels, fontsize=7)
-    ax.set_ylim(bottom=0)
     corpus = results["corpus"]
     fig.suptitle(
         f"Change-point detectors on {corpus['series']} labelled series "
