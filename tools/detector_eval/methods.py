@@ -11,7 +11,7 @@ run on the new level and the last run on the old one.
   CI, from the samples) then ``detect_regressions(steps, threshold)`` with the
   project's ``regressions_thresholds`` (0.05) and asv's ``min_size`` (2). asv
   reports increases only; ``asv-both`` also runs it on 1/value to see speedups,
-  ``asv-both-3pct`` lowers the threshold to ltx2k's minimum effect.
+  ``asv-both-min`` lowers the threshold to ltx2k's minimum step (MIN_EFFECT).
 * ``otava``: Apache Otava's ``compute_change_points`` in an isolated venv
   (:mod:`tools.detector_eval.otava_runner`); ``otava`` matches ltx2k's minimum
   effect (3%), ``otava-default`` is ``otava analyze``'s defaults.
@@ -273,7 +273,7 @@ def all_methods(otava_venv: Path = OTAVA_VENV) -> dict[str, Method]:
         "asv-both": Asv(name="asv-both", both=True),
         # The project's threshold is 5%; this asks whether asv's fit finds the
         # 3-5% steps when allowed to report them.
-        "asv-both-3pct": Asv(name="asv-both-3pct", both=True, threshold=MIN_EFFECT),
+        "asv-both-min": Asv(name="asv-both-min", both=True, threshold=MIN_EFFECT),
         "otava": Otava(venv=otava_venv),
         "otava-default": Otava(name="otava-default", min_magnitude=0.0, venv=otava_venv),
     }

@@ -496,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--small", action="store_true", help="the test-suite corpus")
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--methods", default="ltx2k,asv,asv-both,asv-both-3pct,otava,otava-default")
+    ap.add_argument("--methods", default="ltx2k,asv,asv-both,asv-both-min,otava,otava-default")
     ap.add_argument(
         "--held-out",
         default="",
