@@ -579,18 +579,11 @@ _ICON = {
 }
 
 
-def format_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "seconds":
-        for scale, suffix in ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s")):
-            if abs(value) < scale * 1000 or suffix == "s":
-                return f"{value / scale:.4g} {suffix}"
-    if unit == "%":
-        return f"{value:.2f}%"
-    if float(value).is_integer():
-        return f"{value:g}"
-    return f"{value:.4g} {unit}".strip()
+def _value(value: float | None, unit: str) -> str:
+    from ltx2k.report.markdown import format_value
+
+    # One more digit than the regress tables: a re-measured pair differs by a few %.
+    return format_value(value, unit, digits=4)
 
 
 def render_markdown(outcome: Outcome) -> str:
@@ -625,8 +618,8 @@ def render_markdown(outcome: Outcome) -> str:
             p = f"{c.p_value:.2g}" if c.p_value is not None else (c.test or "—")
             verdict = _ICON[c.verdict] + (f": {_md_escape(c.message)}" if c.message else "")
             out.append(
-                f"| {_md_escape(c.label)} | {commit} | {format_value(c.before_value, c.unit)} "
-                f"| {format_value(c.after_value, c.unit)} | {ratio} | {p} | {verdict} |"
+                f"| {_md_escape(c.label)} | {commit} | {_value(c.before_value, c.unit)} "
+                f"| {_value(c.after_value, c.unit)} | {ratio} | {p} | {verdict} |"
             )
         out.append("")
     if outcome.notes:
@@ -644,8 +637,8 @@ def format_line(c: CellResult) -> str:
     if c.commit:
         parts.append(f"commit {c.commit[:12]}")
     if c.before_value is not None or c.after_value is not None:
-        before = format_value(c.before_value, c.unit)
-        parts.append(f"before {before} after {format_value(c.after_value, c.unit)}")
+        before = _value(c.before_value, c.unit)
+        parts.append(f"before {before} after {_value(c.after_value, c.unit)}")
     if c.ratio is not None:
         parts.append(f"ratio {c.ratio:.3f}")
     if c.p_value is not None:

@@ -7,15 +7,17 @@ from ltx2k.analysis.model import Baseline, Cell, Report, StepInfo
 _MARK = {"regression": " ❌", "improvement": " ✅", "ok": "", "insufficient": ""}
 
 
-def format_value(value: float | None, unit: str) -> str:
+def format_value(value: float | None, unit: str, digits: int = 3) -> str:
+    """A value in its unit; *digits* significant digits for times (a re-measured pair
+    wants one more than a table of cells)."""
     if value is None:
         return "—"
     if unit == "seconds":
         for scale, suffix in ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s")):
             if abs(value) < scale * 1000 or suffix == "s":
-                return f"{value / scale:.3g} {suffix}"
+                return f"{value / scale:.{digits}g} {suffix}"
     if unit == "%":
-        return f"{value:.1f}%"
+        return f"{value:.{max(digits - 2, 1)}f}%"
     if unit == "allocations" or float(value).is_integer():
         return f"{value:g}"
     return f"{value:.4g} {unit}".strip()
