@@ -7,7 +7,7 @@ Example::
         --step 'a100-sxm4-80gb:SplitRope.time_device_cold:blocked:*:commit=12:+8%' \\
         --step 'h200:SplitRope.time_device_cold:blocked:*:commit=12:-30%'
     ltx2k regress --results /tmp/synth/results --repo /tmp/synth/repo \\
-        --head "$(git -C /tmp/synth/repo rev-parse HEAD~7)" --last 5
+        --head "$(git -C /tmp/synth/repo rev-parse HEAD~7)" --last 20
     asv publish --config /tmp/synth/asv.conf.json
 """
 
