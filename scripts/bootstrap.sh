@@ -21,7 +21,17 @@ if "$PY" -c "import torch, triton" 2>/dev/null && [ -z "${LTX2K_FORCE_VENV:-}" ]
     pipq --no-deps --no-index "$wheelhouse"/*.whl
     pipq --no-deps --no-index --no-build-isolation -e .
   else
-    pipq --no-build-isolation -e ".[dev]"
+    # The runner's torch and triton as they are: a range of ours must never make
+    # pip replace them. Outside ltx2k's tested Triton range the resolver refuses;
+    # then ltx2k goes in without dependencies and warns at run time instead.
+    cons=$(mktemp)
+    trap 'rm -f "$cons"' EXIT
+    "$PY" -c "import torch, triton; print(f'torch=={torch.__version__}'); print(f'triton=={triton.__version__}')" >"$cons"
+    if ! pipq --no-build-isolation -c "$cons" -e ".[dev]"; then
+      echo "bootstrap: this python's $(tr '\n' ' ' <"$cons")is outside ltx2k's tested range;" \
+        "installing ltx2k without dependencies (add the dev tools, or pass --wheelhouse)" >&2
+      pipq --no-build-isolation --no-deps -e .
+    fi
   fi
 else
   [ -x .venv/bin/python ] || python3 -m venv .venv
