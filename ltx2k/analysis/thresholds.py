@@ -36,8 +36,8 @@ its minimum step (``steps``) is only the smallest change worth a flag:
 
 - ``*.time_device_*``: 1.02. At 1.03 a true 3% step is missed half the time
   (its estimate straddles the bar); at 1.02 the labelled corpora of
-  docs/detectors.md find 95-98% of the steps of at least max(3%, 4x the
-  series' noise) within 3 commits, with 0.2-0.8% of unchanged series flagged.
+  docs/detectors.md find 97-98% of the steps of at least max(3%, 4x the
+  series' noise) within 3 commits, with 0.6-0.8% of unchanged series flagged.
 - ``*.time_host_latency``: 1.10. A lost tenth of the native launch path's gain
   is worth knowing; whether a history's noise lets it be seen is the
   detector's call (on the H200 VM runner, per-process host latency spreads
