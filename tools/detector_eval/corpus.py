@@ -165,6 +165,12 @@ def _missing(rng: np.random.Generator, n: int, keep: set[int]) -> np.ndarray:
     return miss
 
 
+def _append_run(values: list, samples: list, draw: np.ndarray | None) -> None:
+    """One run: its median and samples, or None for both when it failed."""
+    values.append(None if draw is None else float(np.median(draw)))
+    samples.append(None if draw is None else tuple(float(x) for x in draw))
+
+
 def _median_std_normal(spread: float, k: int) -> float:
     # Standard error of a sample median of k normal draws (asymptotic pi/2 factor).
     return spread * math.sqrt(math.pi / (2 * k))
@@ -199,12 +205,7 @@ def synthetic_gpu(seed: int, index: int, cells: int = CELLS_PER_GPU) -> list[Ser
             if step_index is not None and t >= step_index:
                 centre *= ratio
             draw = centre * (1.0 + spread * rng.normal(0.0, 1.0, k_samples))
-            if miss[t]:
-                values.append(None)
-                samples.append(None)
-            else:
-                values.append(float(np.median(draw)))
-                samples.append(tuple(float(x) for x in draw))
+            _append_run(values, samples, None if miss[t] else draw)
         noise = math.hypot(sigma, _median_std_normal(spread, k_samples))
         out.append(
             Series(
@@ -305,12 +306,7 @@ def real_replica(seed: int, machine: str, replica: int, cells: Sequence[RealCell
             draw = rng.choice(run, size=run.size, replace=True)
             if step_index is not None and t >= step_index:
                 draw = draw * ratio
-            if miss[t]:
-                values.append(None)
-                samples.append(None)
-            else:
-                values.append(float(np.median(draw)))
-                samples.append(tuple(float(x) for x in draw))
+            _append_run(values, samples, None if miss[t] else draw)
         out.append(
             Series(
                 name=f"{name}/{cell.key}",
