@@ -42,13 +42,22 @@ CASES = [
     ("ada_values9", "slab_dconst", shapes.ADA_SHAPES[0]),
     ("ada_values9", "eager", shapes.ADA_SHAPES[0]),
     ("split_rope", "blocked_native", shapes.ROPE_SHAPES[3]),
-    ("split_rope", "blocked", shapes.ROPE_SHAPES[0]),
+    ("ada_values9", "slab", shapes.ADA_SHAPES[0]),
 ]
 BATCH = 50  # calls per sample, as the asv timer's number
 SAMPLES = 20
 
 
-def child(case) -> dict:
+def _python_reference() -> None:
+    # interpreter speed alone (no dispatcher, no driver): a second candidate reference
+    x = 0
+    for i in range(200):
+        x += i * i
+
+
+def child(case, pin: int | None = None) -> dict:
+    if pin is not None:  # what asv run --cpu-affinity does in the benchmark process
+        os.sched_setaffinity(0, {pin})
     import torch
 
     from ltx2k.measure import suite
@@ -71,14 +80,20 @@ def child(case) -> dict:
     for _ in range(5):
         batch(timed.run)
         batch(calibration)
-    case_s, cal_s = [], []
+    case_s, cal_s, py_s = [], [], []
     for _ in range(SAMPLES):  # interleaved, so a drift inside the process hits both
         case_s.append(batch(timed.run))
         cal_s.append(batch(calibration))
+        py_s.append(batch(_python_reference))
     return dict(
+        pin=pin,
         case_us=statistics.median(case_s) * 1e6,
         calibration_us=statistics.median(cal_s) * 1e6,
+        python_us=statistics.median(py_s) * 1e6,
         ratio=statistics.median(c / r for c, r in zip(case_s, cal_s, strict=True)),
+        ratio_python=statistics.median(c / r for c, r in zip(case_s, py_s, strict=True)),
+        samples_us=[c * 1e6 for c in case_s],
+        calibration_samples_us=[r * 1e6 for r in cal_s],
     )
 
 
@@ -117,49 +132,53 @@ def judge(values: np.ndarray, runs: int, k: int, rng, trials: int = 400) -> dict
     )
 
 
+def measure(procs: int, json_path: str | None) -> list[dict]:
+    """Fork ``procs`` processes per case and pinning mode, alternating, and keep every result."""
+    cpus = sorted(os.sched_getaffinity(0))
+    pin_cpu = cpus[len(cpus) // 2]
+    rows = []
+    for case in CASES:
+        got = []
+        for i in range(2 * procs):  # unpinned and pinned alternate, so drift hits both alike
+            pin = pin_cpu if i % 2 else None
+            res = run_forked(functools.partial(child, case, pin))[0]
+            if "case_us" in res:
+                got.append(res)
+            else:
+                print(f"  process failed: {res}", file=sys.stderr)
+        rows.append(dict(kernel=case[0], variant=case[1], shape=case[2].label, processes=got))
+        for pinned in (False, True):
+            sel = [g for g in got if (g["pin"] is not None) == pinned]
+            raw = np.array([g["case_us"] for g in sel])
+            print(
+                f"{case[1]:14s} {case[2].label:18s} {'pinned' if pinned else 'free':6s} "
+                f"raw {raw.min():6.1f}/{np.median(raw):6.1f}/{raw.max():6.1f} us  "
+                + "  ".join(
+                    f"{key} spread {spread_pct([g[key] for g in sel]):4.1f}%"
+                    for key in ("case_us", "ratio", "ratio_python")
+                ),
+                flush=True,
+            )
+        if json_path:  # after every case: a time limit loses only the case it cut
+            with open(json_path, "w") as f:
+                json.dump(rows, f, indent=1)
+    return rows
+
+
+def spread_pct(values) -> float:
+    log = np.log(np.asarray(values, dtype=float))
+    return float(100 * 1.4826 * np.median(np.abs(log - np.median(log))))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--procs", type=int, default=16)
-    ap.add_argument("--runs", type=int, default=10, help="runs per simulated history")
-    ap.add_argument("--json")
+    ap.add_argument("--procs", type=int, default=12, help="processes per case and pinning mode")
+    ap.add_argument("--json", help="write the per-process measurements here")
     args = ap.parse_args()
     if runtime.select_backend() != "cuda":
         print("host_calibration.py needs a CUDA device", file=sys.stderr)
         return 1
-    rng = np.random.default_rng(0)
-    rows = []
-    for case in CASES:
-        got = [run_forked(functools.partial(child, case))[0] for _ in range(args.procs)]
-        got = [g for g in got if "case_us" in g]
-        raw = np.array([g["case_us"] for g in got])
-        cal = np.array([g["ratio"] for g in got])
-        row = dict(
-            kernel=case[0],
-            variant=case[1],
-            shape=case[2].label,
-            processes=got,
-            judged={
-                f"{name} x{k}": judge(vals, args.runs, k, rng)
-                for name, vals in (("raw", raw), ("calibrated", cal))
-                for k in (1, 3, 5)
-            },
-        )
-        rows.append(row)
-        print(
-            f"{case[1]:14s} {case[2].label:18s} raw {raw.min():6.1f}/{np.median(raw):6.1f}/"
-            f"{raw.max():6.1f} us  calibration "
-            f"{np.median([g['calibration_us'] for g in got]):5.1f} us",
-            flush=True,
-        )
-        for name, j in row["judged"].items():
-            print(
-                f"    {name:14s} spread {j['spread_pct']:5.1f}%  false flags "
-                f"{j['false_flag_rate']:.3f}  10% step found {j['detected_10pct']:.3f}",
-                flush=True,
-            )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    measure(args.procs, args.json)
     return 0
 
 
