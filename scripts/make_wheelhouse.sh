@@ -9,7 +9,7 @@ pyver=${2:-3.12}
 mkdir -p "$dest"
 # importlib-metadata<9: 9+ imports lazy_importer, one more wheel for nothing.
 # Pinned: the suite relies on asv_runner's timer/setup semantics (benchmarks/bench_kernels.py).
-pkgs=(asv==0.6.6 asv_runner==0.3.2 json5==0.17.3 pympler==1.1 tabulate==0.10.0
+pkgs=(asv==0.6.6 asv_runner==0.3.2 json5==0.17.3 tabulate==0.10.0
       importlib-metadata==8.7.0 zipp==3.23.0)
 plat=()
 for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do

@@ -8,6 +8,8 @@ interpreted, so the backend must be chosen before any test module imports
 from __future__ import annotations
 
 import math
+import os
+import shlex
 
 import pytest
 import torch
@@ -16,6 +18,33 @@ from ltx2k import runtime
 
 BACKEND = runtime.select_backend()
 DEVICE = runtime.device()
+
+# One device sync per batch of calls (tests/test_benchmarks.py): the default timer of
+# pytest-benchmark here. Set in pytest_configure, not in pyproject's addopts, which
+# `pytest -p no:benchmark` would reject as an unknown option.
+BENCHMARK_TIMER = "ltx2k.measure.host.synced_perf_counter"
+
+
+def _given(config: pytest.Config, flag: str) -> bool:
+    words = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    return any(w == flag or w.startswith(flag + "=") for w in map(str, words))
+
+
+class _NoBenchmarkPlugin:
+    """Stands in for pytest-benchmark's fixture when the plugin is disabled."""
+
+    @pytest.fixture
+    def benchmark(self):
+        pytest.skip("pytest-benchmark is disabled (-p no:benchmark)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # tryfirst: pytest-benchmark reads the timer in its own pytest_configure.
+    if not config.pluginmanager.hasplugin("benchmark"):
+        config.pluginmanager.register(_NoBenchmarkPlugin(), "ltx2k-no-benchmark")
+    elif not _given(config, "--benchmark-timer"):
+        config.option.benchmark_timer = BENCHMARK_TIMER
 
 
 class _PoisonTorch:
