@@ -7,6 +7,10 @@ Metrics per (variant, shape):
   track_allocations  device allocations per call (lower is better)
   track_pct_copy_bandwidth  minimum bytes / cold device time, % of this GPU's measured copy
                      bandwidth (HIGHER is better: ltx2k regress knows; asv assumes lower)
+  track_host_calibrated  host latency per call in units of one eager torch.add timed
+                     interleaved in the same process; median of several processes. Only
+                     the default variant at host-bound shapes (shapes.HOST_BOUND_SHAPES):
+                     the host-latency number a percent-level step can be seen in
 
 The time_* benchmarks use custom asv ``timer``s (ltx2k.measure) that return
 per-call device or host seconds, so asv's own samples, CIs and
@@ -115,6 +119,23 @@ def _check_metric(variant: str, metric: str) -> None:
         raise NotImplementedError(f"variant {variant} is timed for {allowed} only")
 
 
+def _host_calibrated_setup(kernel, variant, shape):
+    try:
+        from ltx2k import cases
+        from ltx2k.measure import suite
+    except ImportError as e:
+        raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
+    if not hasattr(suite, "host_calibrated"):
+        raise NotImplementedError("calibrated host latency is not measured at this commit")
+    cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
+    # The value is measured in child processes; this one must stay CUDA-free.
+    if ON_GPU:
+        import torch
+
+        if torch.cuda.is_initialized():
+            raise RuntimeError("a CUDA context exists before forking the measuring processes")
+
+
 class _State:
     timed = None
 
@@ -221,6 +242,22 @@ def _suite(kernel: str, class_name: str):
             from ltx2k.measure import suite
 
             return suite.pct_copy_bandwidth(kernel, variant, _shape(kernel, shape))
+
+        def track_host_calibrated(self, variant, shape):
+            import statistics
+
+            from ltx2k.measure import suite
+
+            return statistics.median(suite.host_calibrated(kernel, variant, _shape(kernel, shape)))
+
+        # Its own parameters, so no process is spent on cells it does not time.
+        track_host_calibrated.params = [
+            [_SHAPES.DEFAULT_VARIANT[kernel]],
+            [s.label for s in (_SHAPES.HOST_BOUND_SHAPES[kernel] if ON_GPU else shape_list)],
+        ]
+        track_host_calibrated.param_names = ["variant", "shape"]
+        track_host_calibrated.setup = functools.partial(_host_calibrated_setup, kernel)
+        track_host_calibrated.unit = "torch.add calls"
 
         time_device_cold.setup = functools.partial(_prepare, kernel, "device_cold")
         time_device_warm.setup = functools.partial(_prepare, kernel, "device_warm")

@@ -79,5 +79,16 @@ ADA_VARIANTS += ("slab_grid", "slab_lean")
 ROPE_VARIANTS += ("blocked_native",)
 ADA_VARIANTS += ("slab_native", "slab_dconst")
 
+# The variant each public function runs by default (its ``variant=``).
+DEFAULT_VARIANT = {"split_rope": "blocked_native", "ada_values9": "slab_dconst"}
+
+# Shapes whose call costs more host time than device time on current GPUs, so
+# that host latency is what a caller waits on: the calibrated host-latency
+# metric times the default variant at these. Append only.
+HOST_BOUND_SHAPES: dict[str, tuple] = {
+    "split_rope": (ROPE_SHAPES[3],),
+    "ada_values9": ADA_SHAPES[:4],
+}
+
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

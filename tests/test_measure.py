@@ -93,3 +93,32 @@ def test_gpu_graphed_calls_keep_their_inputs_alive():
     torch.cuda.empty_cache()
     assert len(device_time.device_times(clock, samples=3)) == 3
     torch.cuda.synchronize()
+
+
+def test_calibrated_ratio_counts_the_batch_in_reference_calls():
+    import torch
+
+    from ltx2k.measure import host
+
+    ref = torch.ones(16)
+
+    def three_adds_per_call(calls=20):
+        for _ in range(3 * calls):
+            torch.add(ref, ref, out=ref)
+
+    r = host.calibrated_ratio(three_adds_per_call, 20, False, samples=30)
+    assert 2.0 < r < 4.5  # the batch costs three reference calls per call
+
+
+def test_host_calibrated_is_one_value_per_process_from_gated_processes():
+    from ltx2k import shapes
+    from ltx2k.measure import suite
+
+    shape = shapes.ADA_SHAPES_CPU[0]
+    values = suite.host_calibrated("ada_values9", "slab_dconst", shape, processes=3)
+    assert len(values) == 3 and all(v > 0 for v in values)
+    with pytest.raises(ValueError, match="processes must be >= 1"):
+        suite.host_calibrated("ada_values9", "slab_dconst", shape, processes=0)
+    # a variant this version lacks fails in the child; the error names the cell
+    with pytest.raises(RuntimeError, match="ada_values9 no_such_variant B1_S1_D256_bf16"):
+        suite.host_calibrated("ada_values9", "no_such_variant", shape, processes=1)

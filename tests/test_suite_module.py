@@ -124,3 +124,23 @@ def test_inductor_compiles_in_process_unless_told_otherwise(given, expected):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     assert out[-1] == expected
+
+
+def test_calibrated_host_latency_times_only_the_default_variant_at_host_bound_shapes(on_gpu):
+    for kernel, spec in cases.KERNELS.items():
+        suite = getattr(on_gpu, spec.asv_class)
+        fn = suite.track_host_calibrated
+        assert fn.param_names == ["variant", "shape"]
+        # params are fixed at import: on this CPU machine, the CPU shapes
+        assert fn.params[0] == [shapes.DEFAULT_VARIANT[kernel]]
+        assert fn.params[1] == [s.label for s in spec.cpu_shapes]
+        assert set(shapes.HOST_BOUND_SHAPES[kernel]) <= set(spec.gpu_shapes)
+        assert fn.unit == "torch.add calls"
+
+
+def test_calibrated_host_latency_skips_a_commit_without_it(bench, monkeypatch):
+    from ltx2k.measure import suite
+
+    monkeypatch.delattr(suite, "host_calibrated")
+    with pytest.raises(NotImplementedError, match="not measured at this commit"):
+        bench._host_calibrated_setup("split_rope", "blocked_native", "B1_S4_H3_D64")

@@ -66,6 +66,7 @@ from ltx2k.analysis.changepoint import DEFAULT_ALPHA as _changepoint_alpha
 DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.03),
     ("*.time_host_latency", 2.2),
+    ("*.track_host_calibrated", 1.06),
     ("*.track_allocations", 1.0),
     ("*.track_pct_copy_bandwidth", 1.05),
     ("*", 1.05),
@@ -74,6 +75,7 @@ DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
 DEFAULT_STEPS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.02),
     ("*.time_host_latency", 1.10),
+    ("*.track_host_calibrated", 1.05),
     ("*.track_allocations", 1.0),
     ("*", 1.02),
 )

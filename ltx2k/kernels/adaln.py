@@ -36,6 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ltx2k import shapes
 from ltx2k.kernels import _checks, _launch, _native
 
 MAX_D = 16384
@@ -246,7 +247,10 @@ def _validate(table: object, timestep: object, variant: str) -> tuple[int, int, 
 
 
 def ltx2_ada_values9(
-    scale_shift_table: torch.Tensor, timestep: torch.Tensor, *, variant: str = "slab_dconst"
+    scale_shift_table: torch.Tensor,
+    timestep: torch.Tensor,
+    *,
+    variant: str = shapes.DEFAULT_VARIANT["ada_values9"],
 ) -> tuple[torch.Tensor, ...]:
     """Compute the nine AdaLN values. Bit-identical to the eager reference.
 

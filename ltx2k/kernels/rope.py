@@ -38,6 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ltx2k import shapes
 from ltx2k.kernels import _checks, _launch, _native
 
 MAX_HEADS = 1024
@@ -200,7 +201,11 @@ def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, i
 
 
 def apply_ltx2_split_rotary_emb(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, variant: str = "blocked_native"
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    variant: str = shapes.DEFAULT_VARIANT["split_rope"],
 ) -> torch.Tensor:
     """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
 

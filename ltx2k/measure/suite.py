@@ -9,6 +9,7 @@ dominate the suite's cost.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 from ltx2k import cases, runtime
 from ltx2k.measure import allocations as _alloc
-from ltx2k.measure import bandwidth, device_time, gate, host
+from ltx2k.measure import bandwidth, device_time, forked, gate, host
 
 METRICS = ("device_cold", "device_warm", "host")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
@@ -119,6 +120,47 @@ def allocations(kernel: str, variant: str, shape) -> int:
     return _alloc.allocations_per_call(lambda: fn(*args), _on_gpu())
 
 
+# Calibrated host latency: processes per value and samples per process. The
+# spread it has to beat is between processes (docs/history.md, "Host
+# latency"), so a value is the median of several processes; samples are cheap
+# (about a millisecond each) next to a process's start.
+HOST_CALIBRATED_PROCESSES_GPU = 6
+HOST_CALIBRATED_SAMPLES_GPU = 100
+
+
+def _calibrated_child(kernel: str, variant: str, shape) -> dict:
+    timed = prepare(kernel, variant, shape, "host")  # gated: a wrong kernel raises here
+    on_gpu = _on_gpu()
+    calls = HOST_BATCH_GPU if on_gpu else 1
+    samples = HOST_CALIBRATED_SAMPLES_GPU if on_gpu else 2
+    return {"ratio": host.calibrated_ratio(timed.run, calls, on_gpu, samples)}
+
+
+def host_calibrated(kernel: str, variant: str, shape, processes: int | None = None) -> list[float]:
+    """Host latency per call in reference calls (``host.REFERENCE_CALL``), one value per process.
+
+    Each value comes from a fresh forked process, as asv's own benchmark
+    processes are, so that what differs between processes is sampled, not
+    frozen. The caller must not have created a CUDA context (the children
+    could not use it). A process that fails raises ``RuntimeError`` with its
+    error: a kernel that fails its correctness gate never gets a number.
+    """
+    if processes is None:
+        processes = HOST_CALIBRATED_PROCESSES_GPU if _on_gpu() else 2
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+    values = []
+    for _ in range(processes):
+        got, _ = forked.run_forked(functools.partial(_calibrated_child, kernel, variant, shape))
+        if "ratio" not in got:
+            raise RuntimeError(
+                f"calibrated host latency of {kernel} {variant} {shape.label}: "
+                f"a benchmark process failed: {got.get('error')}"
+            )
+        values.append(got["ratio"])
+    return values
+
+
 def host_seconds(kernel: str, variant: str, shape, samples: int = 10) -> float:
     timed = prepare(kernel, variant, shape, "host")
     vals = []
@@ -129,10 +171,13 @@ def host_seconds(kernel: str, variant: str, shape, samples: int = 10) -> float:
     return statistics.median(vals)
 
 
-def quick_table(kernels=None, shapes=None, seconds: float = 0.2) -> str:
-    """Time every variant now (no asv) and return a text table; the pre-asv main job."""
+QUICK_COLUMNS = ("kernel", "variant", "shape", "cold us", "warm us", "host us", "%copyBW", "allocs")
+
+
+def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
+    """Time every variant now (no asv), yielding one row of ``QUICK_COLUMNS`` per case
+    as soon as it is measured (``ltx2k quick`` prints them as they come)."""
     on_gpu = _on_gpu()
-    rows = [("kernel", "variant", "shape", "cold us", "warm us", "host us", "%copyBW", "allocs")]
     n = 20 if on_gpu else 2
     for kernel, spec in cases.KERNELS.items():
         if kernels and kernel not in kernels:
@@ -151,17 +196,24 @@ def quick_table(kernels=None, shapes=None, seconds: float = 0.2) -> str:
                     al = allocations(kernel, variant, shape)
                 except cases.VariantUnavailable:
                     continue
-                rows.append(
-                    (
-                        kernel,
-                        variant,
-                        shape.label,
-                        f"{cold * 1e6:.2f}",
-                        f"{warm * 1e6:.2f}",
-                        f"{hst * 1e6:.2f}",
-                        f"{pct:.1f}",
-                        str(al),
-                    )
+                yield (
+                    kernel,
+                    variant,
+                    shape.label,
+                    f"{cold * 1e6:.2f}",
+                    f"{warm * 1e6:.2f}",
+                    f"{hst * 1e6:.2f}",
+                    f"{pct:.1f}",
+                    str(al),
                 )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def format_row(row, widths) -> str:
+    return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+
+def quick_table(kernels=None, shapes=None, seconds: float = 0.2) -> str:
+    """Time every variant now (no asv) and return a text table; the pre-asv main job."""
+    rows = [QUICK_COLUMNS, *quick_rows(kernels, shapes, seconds)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(QUICK_COLUMNS))]
+    return "\n".join(format_row(r, widths) for r in rows)
