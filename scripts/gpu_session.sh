@@ -77,6 +77,17 @@ for step in $steps; do
              time timeout ${CONFIRM_TIMEOUT:-300} ltx2k confirm --report "$OUT/regress_step.json" --max-cells ${CONFIRM_CELLS:-1} --json "$OUT/confirm.json"; echo "confirm exit $?"
            ) 2>&1 | tee "$OUT/stepcheck.log" | grep -v "^\s*$" | tail -60 ;;
     hostcal) timeout ${HOSTCAL_TIMEOUT:-200} python3 scripts/host_calibration.py --procs ${HOSTCAL_PROCS:-16} --json "$OUT/host_calibration.json" 2>&1 | tail -40 ;;
+    hostcheck) # calibrated host latency along a history with no change in it: a throwaway
+           # branch of no-op commits, each measured once; the results are judged offline
+           ( cd /tmp/repo && git config user.email bench@localhost && git config user.name bench
+             export GIT_AUTHOR_DATE="2026-12-01T00:00:00Z" GIT_COMMITTER_DATE="2026-12-01T00:00:00Z"
+             git checkout -q -b host-check
+             for i in $(seq ${HOSTCHECK_COMMITS:-8}); do git commit -q --allow-empty -m "no-op $i"; done
+             git rev-list "HEAD~${HOSTCHECK_COMMITS:-8}..HEAD" > /tmp/hashes.txt
+             time timeout ${HOSTCHECK_TIMEOUT:-480} ltx2k run -- -b track_host_calibrated HASHFILE:/tmp/hashes.txt 2>&1 | grep -E "real|For ltx2k commit|Running [0-9]+ total|failed|track_host"
+             tar czf "$OUT/results.tgz" results
+             ltx2k regress --results results --repo . --head HEAD --last 20 --markdown "$OUT/regress_hostcheck.md" | head -5; echo "regress exit ${PIPESTATUS[0]}"
+           ) 2>&1 | tee "$OUT/hostcheck.log" | grep -v "^\s*$" | tail -40 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
