@@ -14,10 +14,16 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 from ltx2k import machine, runtime
+
+# asv run's own range words: asv resolves them, git does not know them.
+_ASV_RANGE_WORDS = ("NEW", "ALL", "EXISTING", "TAGS")
 
 
 def build_command(asv_args: list[str], config: str, machine_name: str) -> list[str]:
@@ -30,6 +36,74 @@ def build_command(asv_args: list[str], config: str, machine_name: str) -> list[s
     return cmd + args
 
 
+def range_of(asv_args: Sequence[str]) -> str | None:
+    """The commit range among *asv_args*, parsed with asv run's own option table."""
+    from ltx2k.shard import _asv_run_parser
+
+    args = list(asv_args)
+    if args and args[0] == "--":
+        args = args[1:]
+    ns, _ = _asv_run_parser().parse_known_args(args)
+    return ns.range
+
+
+def _conf_repo(config: str) -> Path | None:
+    from asv import util
+
+    try:
+        conf = util.load_json(config, js_comments=True)
+    except (OSError, util.UserError):
+        return None  # asv itself reports an unreadable config
+    repo = Path(config).resolve().parent / str(conf.get("repo", "."))
+    return repo if repo.is_dir() else None  # a URL: asv clones it, nothing to check here
+
+
+def _unknown_revisions(repo: Path, spec: str) -> list[str]:
+    """The revisions of a git range *spec* (A..B, A...B, A^!, ^A, ...) that *repo* lacks."""
+    revs = []
+    for part in re.split(r"\.\.\.?", spec):
+        rev = re.sub(r"\^(!|@|-\d*)$", "", part.removeprefix("^"))
+        if rev:  # an empty side of A.. means HEAD
+            revs.append(rev)
+    missing = []
+    for rev in revs:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            missing.append(rev)
+    return missing
+
+
+def check_range(asv_args: Sequence[str], config: str = "asv.conf.json", flag: str = "") -> None:
+    """Raise ValueError naming each revision of the range the repository lacks.
+
+    asv would end in a long traceback for an unknown revision; git answers in a
+    line. *flag* names where the range came from (``--commits``) in the message.
+    """
+    spec = range_of(asv_args)
+    repo = _conf_repo(config)
+    if spec is None or repo is None or spec in _ASV_RANGE_WORDS or spec.startswith("HASHFILE:"):
+        return
+    where = f"{flag} {spec!r}" if flag else f"commit range {spec!r}"
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--max-count=1", spec, "--"],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode == 0:
+        return
+    missing = _unknown_revisions(repo, spec)
+    if missing:
+        names = ", ".join(repr(m) for m in missing)
+        noun = "revision" if len(missing) == 1 else "revisions"
+        raise ValueError(f"{where}: unknown {noun} {names} in {repo}")
+    first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git rev-list failed")
+    raise ValueError(f"{where}: {first.removeprefix('fatal: ')}")
+
+
 def run(
     asv_args: list[str],
     config: str = "asv.conf.json",
@@ -38,6 +112,7 @@ def run(
 ) -> int:
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
+    check_range(asv_args, config)
     info = machine.identify()
     env = dict(os.environ)
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")

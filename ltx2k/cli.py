@@ -1,25 +1,95 @@
 """``ltx2k`` command line: thin argparse handlers over importable logic.
 
 Each ``cmd_*`` handler parses nothing itself, imports its heavy modules
-lazily (so ``ltx2k --help`` never imports torch), calls one library
-function and turns ``ValueError``/``RuntimeError`` into a message on stderr
-and a non-zero exit.
+lazily (so ``ltx2k --help`` never imports torch) and calls one library
+function. ``main`` turns a user's error (bad input, a missing file, a tool
+that failed) into one line on stderr that names the flag, and a non-zero
+exit; only a bug shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 # Exit statuses shared by every command (regress documents its own 2 and 3).
 EXIT_OK = 0
 EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130  # a shell's status for SIGINT
+
+# Library functions name their parameters in errors; on the command line the same
+# value came from a flag. These parameters' flags have other names.
+_PARAM_FLAGS = {
+    "results_dir": "results",
+    "dest_results_dir": "dest",
+    "store_url": "store",
+    "asv_conf": "config",
+    "html_dir": "html",
+    "out_dir": "out",
+    "machine_name": "machine",
+    "params": "param",
+}
 
 
 def _fail(msg: str, code: int = EXIT_ERROR) -> int:
     print(f"ltx2k: error: {msg}", file=sys.stderr)
     return code
+
+
+def _user_error(e: BaseException) -> str | None:
+    """One line for an error the user can fix (bad input, missing file, failed tool);
+    None for anything else."""
+    import subprocess
+
+    if isinstance(e, subprocess.CalledProcessError):
+        cmd = e.cmd if isinstance(e.cmd, str) else " ".join(map(str, e.cmd))
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        last = next((ln for ln in reversed((err or "").splitlines()) if ln.strip()), "")
+        return f"`{cmd}` exited {e.returncode}" + (f": {last.strip()}" if last else "")
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    if isinstance(e, (ValueError, RuntimeError, OSError)):
+        return str(e)
+    if type(e).__name__ == "UserError" and type(e).__module__.startswith("asv"):
+        return str(e)  # asv's own "you asked for something wrong"
+    return None
+
+
+def _drop_param(param: str, e: BaseException) -> str:
+    """The message of *e* without its ``param='value'`` part."""
+    return re.sub(rf"{param}=('[^']*'|\S+)[,:]? ?", "", str(e)).strip()
+
+
+def _subparser(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The (sub)parser of the command that ran, e.g. the one of ``store push``."""
+    current = parser
+    for dest in ("command", "store_command"):
+        actions = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions or getattr(args, dest, None) is None:
+            break
+        current = actions[0].choices[getattr(args, dest)]
+    return current
+
+
+def _name_flags(message: str, parser: argparse.ArgumentParser) -> str:
+    """``results_dir='x' is not a directory`` -> ``--results 'x' is not a directory``."""
+    flags = {}
+    for a in parser._actions:
+        if a.option_strings:
+            flags[a.dest] = max(a.option_strings, key=len)
+        elif a.metavar:
+            flags[a.dest] = str(a.metavar)
+    for param, dest in _PARAM_FLAGS.items():
+        if dest in flags:
+            flags.setdefault(param, flags[dest])
+    for param, flag in sorted(flags.items(), key=lambda kv: -len(kv[0])):
+        # `pass machine=` (no value follows) -> `pass --machine`
+        message = re.sub(rf"(?<![\w.=-]){param}=(?=[\s;,.)]|$)", flag, message)
+        message = re.sub(rf"(?<![\w.=-]){param}=", f"{flag} ", message)
+        message = re.sub(rf"(?<![\w.=-]){param}( must\b)", rf"{flag}\1", message)
+    return message
 
 
 # --- kernels and measurement -------------------------------------------------
@@ -46,13 +116,49 @@ def cmd_machine(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_quick_filters(kernels: list[str] | None, shapes: list[str] | None, on_gpu: bool):
+    """Unknown --kernel/--shape names would select nothing: name the valid ones instead."""
+    from ltx2k import cases
+
+    for k in kernels or ():
+        if k not in cases.KERNELS:
+            raise ValueError(f"--kernel {k!r}: unknown kernel; valid: {', '.join(cases.KERNELS)}")
+    chosen = kernels or list(cases.KERNELS)
+    here = [s.label for k in chosen for s in cases.shapes_for(k, on_gpu)]
+    anywhere = [
+        s.label for k in chosen for s in cases.shapes_for(k, True) + cases.shapes_for(k, False)
+    ]
+    device = "GPU" if on_gpu else "CPU interpreter"
+    for label in shapes or ():
+        if label in here:
+            continue
+        other = "the CPU interpreter" if on_gpu else "a GPU"
+        where = f"measured only on {other}" if label in anywhere else "unknown shape"
+        of = f" of --kernel {', '.join(kernels)}" if kernels else ""
+        raise ValueError(
+            f"--shape {label!r}: {where}{of}; valid on this device ({device}): "
+            + ", ".join(dict.fromkeys(here))
+        )
+
+
 def cmd_quick(args: argparse.Namespace) -> int:
-    from ltx2k import runtime
+    from ltx2k import cases, runtime
 
     runtime.select_backend()
-    from ltx2k.measure.suite import quick_table
+    from ltx2k.measure import suite
 
-    print(quick_table(kernels=args.kernel, shapes=args.shape, seconds=args.seconds))
+    on_gpu = runtime.device() == "cuda"
+    _check_quick_filters(args.kernel, args.shape, on_gpu)
+    # Widths known before the first row, so each row can be printed as it is measured.
+    names = {0: list(cases.KERNELS), 1: [v for k in cases.KERNELS.values() for v in k.variants]}
+    names[2] = [s.label for k in cases.KERNELS for s in cases.shapes_for(k, on_gpu)]
+    widths = [
+        max([len(col), 8, *(len(n) for n in names.get(i, ()))])
+        for i, col in enumerate(suite.QUICK_COLUMNS)
+    ]
+    print(suite.format_row(suite.QUICK_COLUMNS, widths), flush=True)
+    for row in suite.quick_rows(kernels=args.kernel, shapes=args.shape, seconds=args.seconds):
+        print(suite.format_row(row, widths), flush=True)
     return EXIT_OK
 
 
@@ -78,7 +184,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # --- history, analysis, report (see ltx2k/history, ltx2k/analysis, ltx2k/report) ---
-# HELPER-SECTION: add history/regress/report handlers below this line.
 
 
 def cmd_power(args: argparse.Namespace) -> int:
@@ -89,8 +194,11 @@ def cmd_power(args: argparse.Namespace) -> int:
     from ltx2k.history.records import load_results
 
     runs = []
-    for path in (args.run_a, args.run_b):
-        records, problems = load_results(path)
+    for flag, path in (("RUN_A", args.run_a), ("RUN_B", args.run_b)):
+        try:
+            records, problems = load_results(path)
+        except ValueError as e:
+            raise ValueError(f"{flag} {path!r} {_drop_param('results_dir', e)}") from e
         if not records:
             raise ValueError(f"{path!r} holds no asv results ({len(problems)} problem(s))")
         runs.append(records)
@@ -152,7 +260,13 @@ def cmd_interference(args: argparse.Namespace) -> int:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path or name in conditions:
             raise ValueError(f"--condition {spec!r}: expected a new NAME=RESULTS_DIR")
-        conditions[name] = interference.load_condition(path, args.machine, args.commit)
+        if not os.path.isdir(path):
+            raise ValueError(f"--condition {spec!r}: {path!r} is not a directory")
+        try:
+            conditions[name] = interference.load_condition(path, args.machine, args.commit)
+        except ValueError as e:
+            # The message names the dir as results_dir=...: the condition says it already.
+            raise ValueError(f"--condition {spec!r}: {_drop_param('results_dir', e)}") from e
     report = interference.analyse(
         conditions,
         reference=args.reference,
@@ -288,9 +402,20 @@ def cmd_store_pull(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ltx2k.history.records import load_results
     from ltx2k.report import publish
 
     results, html, conf_repo = publish.conf_dirs(args.config, args.results, args.html)
+    where = f"--results {str(results)!r}" if args.results else f"results dir {str(results)!r}"
+    if not results.is_dir():
+        return _fail(f"{where} is not a directory (asv run or ltx2k store pull fills it)")
+    records, problems = load_results(results)
+    if not records:
+        # A dashboard of nothing would only hide that the results are missing.
+        return _fail(
+            f"{where} holds no asv results ({len(problems)} problem(s)); nothing published, "
+            f"{str(html)!r} left as it was (fill it with ltx2k run or ltx2k store pull)"
+        )
     repo = Path(args.repo).resolve() if args.repo else conf_repo
     report = args.regress_json
     if report is None:
@@ -298,13 +423,43 @@ def cmd_publish(args: argparse.Namespace) -> int:
     res = publish.publish(
         args.config, results, html, regress_json=report, repo=repo, last=args.last
     )
-    print(f"wrote {res.html_dir}/index.html and {res.summary}", file=sys.stderr)
     if not res.asv_ok:
-        return _fail("asv publish failed; only the summary page was written (see problems above)")
+        # asv's pages are missing or left from an earlier publish: only the summary is new.
+        return _fail(
+            f"asv publish failed (problems above): wrote {res.summary}, "
+            f"but no new {res.html_dir / 'index.html'}"
+        )
+    print(f"wrote {res.html_dir / 'index.html'} and {res.summary}", file=sys.stderr)
     return EXIT_OK
 
 
 # --- parser ----------------------------------------------------------------------
+
+
+def _at_least(kind, minimum):
+    """An argparse type: *kind* (int or float) no smaller than *minimum*."""
+
+    def parse(text: str):
+        value = kind(text)  # ValueError: argparse says "invalid int value: 'two'"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is below the minimum, {minimum}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _positive(kind):
+    """An argparse type: *kind* greater than zero."""
+
+    def parse(text: str):
+        value = _at_least(kind, 0)(text)
+        if value == 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not greater than 0")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -325,23 +480,29 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("quick", help="time every variant now, without asv, and print a table")
     s.add_argument("--kernel", action="append", help="split_rope or ada_values9 (repeatable)")
     s.add_argument("--shape", action="append", help="shape label to keep (repeatable)")
-    s.add_argument("--seconds", type=float, default=0.2, help="time budget per measurement")
+    s.add_argument(
+        "--seconds", type=_positive(float), default=0.2, help="time budget per measurement"
+    )
     s.set_defaults(func=cmd_quick)
 
     s = sub.add_parser(
         "all",
         help="the main job: gate, asv run, store, regress, publish (GPU or CPU interpreter)",
     )
-    s.add_argument("--config", default="asv.conf.json")
-    s.add_argument("--commits", default="HEAD^!", help="asv commit range (default HEAD^!)")
+    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    s.add_argument(
+        "--commits",
+        default="HEAD^!",
+        help="commit range to benchmark, as for asv run (default HEAD^!: HEAD only)",
+    )
     s.add_argument(
         "--store",
         default=".asv/store.git",
         help="results store: git URL or local path (created as a bare repo if missing); "
         "'' to skip (default .asv/store.git)",
     )
-    s.add_argument("--results", default="results")
-    s.add_argument("--html", default="html")
+    s.add_argument("--results", default="results", help="asv results dir (default results)")
+    s.add_argument("--html", default="html", help="dashboard output dir (default html)")
     s.add_argument("--skip-bench", action="store_true", help="reuse existing results")
     s.set_defaults(func=cmd_all)
 
@@ -351,12 +512,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Everything after the options is passed to `asv run`, e.g. "
         "`ltx2k run HEAD^!`, `ltx2k run main~3..main`, `ltx2k run NEW`.",
     )
-    s.add_argument("--config", default="asv.conf.json")
+    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
     s.add_argument("--dry-run", action="store_true", help="print the asv command only")
-    s.add_argument("asv_args", nargs=argparse.REMAINDER)
+    s.add_argument(
+        "asv_args",
+        nargs=argparse.REMAINDER,
+        metavar="ASV_ARGS",
+        help="options and commit range for asv run, e.g. HEAD^! or main~3..main",
+    )
     s.set_defaults(func=cmd_run)
-
-    # HELPER-PARSERS: add history/regress/report subparsers below this line.
 
     s = sub.add_parser(
         "power",
@@ -365,8 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
         "twice on one machine. Prints the false flags of that A/A pair and the share of cells "
         "flagged at each injected slowdown (ltx2k/analysis/power.py).",
     )
-    s.add_argument("run_a")
-    s.add_argument("run_b")
+    s.add_argument("run_a", metavar="RUN_A", help="asv results dir of the first run")
+    s.add_argument("run_b", metavar="RUN_B", help="asv results dir of the second run")
     s.add_argument("--machine", default=None, help="machine, if the runs share several")
     s.add_argument("--commit", default=None, help="commit (prefix), if the runs share several")
     s.add_argument("--benchmarks", default="*.time_device_*", help="fnmatch over names")
@@ -394,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--gpus", default="auto", help="number of GPUs to use, or auto (all visible)")
     s.add_argument("--results", default=None, help="results dir (default: the config's)")
-    s.add_argument("--config", default="asv.conf.json")
+    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
     pol = s.add_mutually_exclusive_group()
     pol.add_argument("--policy", help='JSON {"exclusive": [regex, ...]} (ltx2k interference)')
     pol.add_argument(
@@ -405,7 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pol.add_argument("--no-exclusive", action="store_true", help="run every benchmark concurrently")
     s.add_argument("--dry-run", action="store_true", help="print the split only")
-    s.add_argument("asv_args", nargs=argparse.REMAINDER)
+    s.add_argument(
+        "asv_args",
+        nargs=argparse.REMAINDER,
+        metavar="-- ASV_ARGS",
+        help="commit range and options for asv run, after --",
+    )
     s.set_defaults(func=cmd_shard_run)
 
     s = sub.add_parser(
@@ -415,7 +584,13 @@ def build_parser() -> argparse.ArgumentParser:
         "machine (scripts/interference.sh writes alone, concurrent-suite, concurrent-load). "
         "Writes interference.md/.json/.png and policy.json (for shard-run --policy) to --out.",
     )
-    s.add_argument("--condition", action="append", required=True, metavar="NAME=DIR")
+    s.add_argument(
+        "--condition",
+        action="append",
+        required=True,
+        metavar="NAME=DIR",
+        help="a condition's name and asv results dir (repeatable; one must be --reference)",
+    )
     s.add_argument("--reference", default="alone", help="condition to compare with (alone)")
     s.add_argument(
         "--decide",
@@ -514,11 +689,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="private asv config and results of the re-measurements (default .asv/confirm)",
     )
     s.add_argument(
-        "--rounds", type=int, default=4, help="interleaved rounds per commit in the A/B (4)"
+        "--rounds",
+        type=_at_least(int, 1),
+        default=4,
+        help="interleaved rounds per commit in the A/B (4)",
     )
     s.add_argument(
         "--max-cells",
-        type=int,
+        type=_at_least(int, 1),
         default=20,
         help="check at most this many flagged cells, worst ratio first (20)",
     )
@@ -542,8 +720,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--branch", default="asv-results", help="store branch (default asv-results)")
     t.add_argument("--machine", action="append", help="machine dir(s) to push (repeatable)")
     t.add_argument("--message", default=None, help="commit message")
-    t.add_argument("--retries", type=int, default=8, help="retries when the tip moved (8)")
-    t.add_argument("--backoff", type=float, default=0.5, help="first retry delay, s (0.5)")
+    t.add_argument(
+        "--retries", type=_at_least(int, 0), default=8, help="retries when the tip moved (8)"
+    )
+    t.add_argument(
+        "--backoff", type=_at_least(float, 0), default=0.5, help="first retry delay, s (0.5)"
+    )
     t.set_defaults(func=cmd_store_push)
     t = store_sub.add_parser("pull", help="assemble the store into a results dir for asv publish")
     t.add_argument("--store", required=True, help="git URL or path of the store repository")
@@ -562,7 +744,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="regress report to show (default: judge the newest commit along the last 20 commits)",
     )
     s.add_argument("--repo", default=None, help="git repo with the commits (default: the config's)")
-    s.add_argument("--last", type=int, default=None, help="history plots: keep the last N commits")
+    s.add_argument(
+        "--last",
+        type=_at_least(int, 1),
+        default=None,
+        help="history plots: keep the last N commits",
+    )
     s.set_defaults(func=cmd_publish)
 
     return p
@@ -578,12 +765,17 @@ def main(argv: list[str] | None = None) -> int:
         args.asv_args = extra + list(args.asv_args)
     try:
         return args.func(args)
-    except (ValueError, RuntimeError, FileNotFoundError) as e:
-        return _fail(str(e))
     except BrokenPipeError:
         # `ltx2k regress ... | head`: the reader left; nothing is wrong with the run.
         sys.stderr.close()
         return EXIT_OK
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as e:
+        message = _user_error(e)
+        if message is None:
+            raise  # a bug: the traceback is what a report of it needs
+        return _fail(_name_flags(message, _subparser(parser, args)))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,42 @@ def ensure_store(store: str) -> str:
     return str(path.resolve())
 
 
+# Regressions listed by name in the terminal summary; the rest are counted, and the
+# full report is a file (a CI log or a terminal is no place for a 150-row table).
+SUMMARY_ROWS = 10
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("**", "").replace("`", "")
+
+
+def terminal_summary(report, markdown_path: Path, html: Path, limit: int = SUMMARY_ROWS) -> str:
+    """At most ``limit + 6`` lines: the verdict, the worst regressions, where the rest is."""
+    from ltx2k.report.markdown import format_cell, format_step, render_markdown
+
+    lines = [_plain(render_markdown(report).splitlines()[0])]
+    regs = sorted(
+        report.cells("regression"),
+        key=lambda t: -abs((t[2].ratio or 1.0) - 1.0),
+    )
+    for row, gpu, cell in regs[:limit]:
+        what = " ".join(x for x in (row.kernel, row.metric, row.variant, row.shape) if x)
+        step = _plain(format_step(cell.step))
+        lines.append(
+            f"  {gpu}: {what}: {_plain(format_cell(cell))}" + (f", {step}" if step else "")
+        )
+    if len(regs) > limit:
+        lines.append(f"  ... and {len(regs) - limit} more regression(s)")
+    if report.problems:
+        lines.append(
+            f"{len(report.problems)} problem(s) reading the results (listed in the report)"
+        )
+    lines.append(f"full report (Markdown): {markdown_path}")
+    lines.append(f"dashboard: {html.resolve()}/index.html and summary.html")
+    lines.append("serve it with `python -m asv preview` (or any static web server)")
+    return "\n".join(lines)
+
+
 def run_all(
     *,
     config: str = "asv.conf.json",
@@ -57,6 +93,9 @@ def run_all(
 
     repo = Path(config).resolve().parent
     stages = []
+    if not skip_bench:
+        # Before the gate: an unknown revision should cost a second, not a gate run.
+        asv_run.check_range([*(asv_args or []), commits], config=config, flag="--commits")
     backend = runtime.select_backend()
     name = machine.identify()["machine"]
     _say(f"device: {backend}; asv machine: {name}")
@@ -97,17 +136,17 @@ def run_all(
     _say(f"4/5 regress: steps in the last {regress.DEFAULT_LAST} benchmarked commits up to HEAD")
     report = regress.regress(results, head, last=regress.DEFAULT_LAST, repo=str(repo))
     md = render_markdown(report)
-    print(md)
     stages.append("regress")
 
     _say("5/5 publish: asv publish + summary page")
     res = publish.publish(config, results, html, regress_json=report, repo=repo)
+    md_path = Path(html) / "regress.md"
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text(md)  # after publish: asv publish empties html/
     if not res.asv_ok:
-        raise RuntimeError("asv publish failed; only the summary page was written")
-    (Path(html) / "regress.md").write_text(md)  # after publish: asv publish empties html/
+        raise RuntimeError(
+            f"asv publish failed; only {Path(html) / 'summary.html'} and {md_path} were written"
+        )
     stages.append("publish")
-    _say(
-        f"dashboard: {Path(html).resolve()}/index.html and summary.html; "
-        f"serve it with `python -m asv preview` (or any static web server)"
-    )
+    print(terminal_summary(report, md_path, Path(html)), flush=True)
     return Outcome(html=Path(html), regress_exit=report.exit_code, stages=stages)

@@ -1025,6 +1025,9 @@ def run(
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
     policy = Policy() if policy is None else policy
     args = parse_asv_args(asv_args)
+    from ltx2k.asv_run import check_range
+
+    check_range(asv_args, config)
     conf = Config.load(config)
     dest = Path(results or conf.results_dir)
     chosen = select_gpus(list_gpus() if gpu_list is None else gpu_list, gpus)

@@ -290,7 +290,8 @@ def test_cli_push_then_pull(bare, tmp_path, capsys):
         r.dir / "h200" / "00000007-env.json"
     ).read_bytes()
     assert cli.main(["store", "push", "--store", "", "--results", str(r.dir)]) == 1
-    assert "store_url" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--store" in err and "store_url" not in err  # the flag, not the parameter
 
 
 def test_relative_store_path(bare, tmp_path, monkeypatch):

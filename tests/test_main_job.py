@@ -33,6 +33,9 @@ def test_main_job_publishes_a_dashboard(tmp_path):
     html = clone / "html"
     assert (html / "index.html").is_file() and (html / "summary.html").is_file()
     assert (html / "regress.md").read_text().strip()
+    # The terminal gets a short summary; the full Markdown table is the file above.
+    assert f"full report (Markdown): {Path('html') / 'regress.md'}" in proc.stdout
+    assert "|---" not in proc.stdout and "<details>" not in proc.stdout
     # the store's branch now holds this machine's results for HEAD
     head = subprocess.run(
         ["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True, check=True

@@ -227,7 +227,9 @@ def _collect(results_dir: Path, machines: list[str], log: _Log):
 def _remote_tip(store_url: str, branch: str) -> str | None:
     proc = _git(None, "ls-remote", "--heads", store_url, f"refs/heads/{branch}", check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"cannot reach store {store_url!r}: {proc.stderr.strip()}")
+        # git's first complaint is the reason; the rest is advice about access rights.
+        why = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git ls-remote failed")
+        raise RuntimeError(f"cannot reach store {store_url!r}: {why.removeprefix('fatal: ')}")
     line = proc.stdout.strip()
     return line.split()[0] if line else None
 

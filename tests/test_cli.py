@@ -1,0 +1,251 @@
+"""The ``ltx2k`` command line as a user meets it: help, errors, streaming output."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltx2k import cases, cli, pipeline, runtime
+from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = str(ROOT / "asv.conf.json")
+# What a library parameter looks like in a message (results_dir=..., store_url=...).
+INTERNAL_NAME = re.compile(r"(?<![\w-])[a-z]+_[a-z_]+=")
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...]):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {c.dest: c.help for c in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*path, name), "(subcommand)", helps.get(name)
+                yield from _walk(sub, (*path, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield path, "/".join(action.option_strings) or action.dest, action.help
+
+
+def test_every_subcommand_and_option_has_help():
+    items = list(_walk(cli.build_parser(), ("ltx2k",)))
+    assert len(items) > 50  # the walk reached the subcommands' options
+    missing = [f"{' '.join(p)} {name}" for p, name, text in items if not (text or "").strip()]
+    assert missing == []
+
+
+def _one_error_line(capsys) -> str:
+    """The error, in one line after any progress lines."""
+    _, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert lines and lines[-1].startswith("ltx2k: error: "), err
+    assert sum(ln.startswith("ltx2k: error") for ln in lines) == 1, err
+    assert "Traceback" not in err and not INTERNAL_NAME.search(err), err
+    return lines[-1]
+
+
+def test_quick_unknown_kernel_lists_the_kernels(capsys):
+    assert cli.main(["quick", "--kernel", "nope"]) == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert "--kernel 'nope'" in line
+    assert all(k in line for k in cases.KERNELS)
+
+
+def test_quick_unknown_shape_lists_the_shapes_of_this_device(capsys):
+    assert cli.main(["quick", "--shape", "nope"]) == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert "--shape 'nope'" in line
+    on_gpu = runtime.device() == "cuda"
+    for kernel in cases.KERNELS:
+        for shape in cases.shapes_for(kernel, on_gpu):
+            assert shape.label in line
+
+
+def test_quick_shape_of_another_kernel_is_an_error(capsys):
+    ada = cases.shapes_for("ada_values9", False)[0].label
+    assert cli.main(["quick", "--kernel", "split_rope", "--shape", ada]) == cli.EXIT_ERROR
+    assert "--kernel split_rope" in _one_error_line(capsys)
+
+
+def test_quick_prints_each_row_as_it_is_measured(monkeypatch, capsys):
+    from ltx2k.measure import suite
+
+    seen = []
+
+    def rows(kernels=None, shapes=None, seconds=0.2):
+        for i in range(3):
+            yield ("split_rope", "blocked", f"S{i}", "1.00", "1.00", "1.00", "10.0", "1")
+            # Resumed only after the caller handled the row: it must be on stdout by now.
+            seen.append(capsys.readouterr().out)
+
+    monkeypatch.setattr(suite, "quick_rows", rows)
+    assert cli.main(["quick"]) == cli.EXIT_OK
+    assert "kernel" in seen[0] and "S0" in seen[0]
+    assert "S1" in seen[1] and "S0" not in seen[1]
+    assert "S2" in seen[2]
+
+
+def test_quick_table_still_returns_the_whole_table(monkeypatch):
+    from ltx2k.measure import suite
+
+    row = ("ada_values9", "slab", "B1_S1_D256_bf16", "2.00", "1.00", "3.00", "4.0", "1")
+    monkeypatch.setattr(suite, "quick_rows", lambda *a, **k: iter([row, row]))
+    lines = suite.quick_table().splitlines()
+    assert lines[0].split() == [w for c in suite.QUICK_COLUMNS for w in c.split()]
+    assert len(lines) == 3 and lines[1].split() == list(row)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--config", CONFIG, "--dry-run", "nosuchref..alsonone"],
+        ["run", "--config", CONFIG, "--dry-run", "--quick", "nosuchref^!"],
+        ["all", "--config", CONFIG, "--store", "", "--commits", "nosuchref..alsonone"],
+    ],
+    ids=["run-range", "run-options-then-range", "all-commits"],
+)
+def test_bad_commit_range_is_one_line_naming_the_revision(argv, capsys):
+    assert cli.main(argv) == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert "'nosuchref'" in line
+    if argv[0] == "all":
+        assert "--commits" in line
+
+
+def test_good_commit_range_passes_the_check(capsys):
+    assert cli.main(["run", "--config", CONFIG, "--dry-run", "HEAD~1..HEAD"]) == cli.EXIT_OK
+    assert "HEAD~1..HEAD" in capsys.readouterr().err
+
+
+def _user_errors(tmp: Path) -> list[tuple[list[str], str]]:
+    empty = tmp / "empty"
+    (empty / "somemachine").mkdir(parents=True)
+    missing = str(tmp / "missing")
+    return [
+        (["store", "push", "--store", str(tmp / "s.git"), "--results", missing], "--results"),
+        (["store", "push", "--store", str(tmp / "s.git"), "--results", str(empty)], "--results"),
+        (["store", "pull", "--store", missing, "--dest", str(tmp / "d")], "store"),
+        (["publish", "--config", CONFIG, "--results", missing], "--results"),
+        (["regress", "--results", missing, "--head", "x", "--last", "3"], "--results"),
+        (["power", missing, str(empty)], "RUN_A"),
+        (["interference", "--condition", f"a={empty}", "--out", str(tmp / "o")], "--condition"),
+        (["run", "--config", missing, "HEAD^!"], "--config"),
+        (["machine", "--write", "--path", str(tmp / "no" / "such" / "dir" / "m.json")], "m.json"),
+    ]
+
+
+def test_user_errors_name_flags_in_one_line(tmp_path, capsys):
+    for argv, flag in _user_errors(tmp_path):
+        code = cli.main(argv)
+        assert code == cli.EXIT_ERROR, argv
+        line = _one_error_line(capsys)
+        assert flag in line, (argv, line)
+
+
+def test_name_flags_rewrites_parameters_as_flags():
+    parser = cli._subparser(
+        cli.build_parser(), argparse.Namespace(command="store", store_command="push")
+    )
+    msg = "machine=None but results_dir='/r' holds several machines; pass machine="
+    assert cli._name_flags(msg, parser) == (
+        "--machine None but --results '/r' holds several machines; pass --machine"
+    )
+    assert cli._name_flags("retries must be an int", parser) == "--retries must be an int"
+
+
+def test_a_bug_still_shows_its_traceback(monkeypatch):
+    def broken(args):
+        raise KeyError("internal")
+
+    monkeypatch.setattr(cli, "cmd_check", broken)
+    with pytest.raises(KeyError):
+        cli.main(["check"])
+
+
+def test_publish_of_an_empty_results_dir_claims_nothing(tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    html = tmp_path / "html"
+    code = cli.main(["publish", "--config", CONFIG, "--results", str(results), "--html", str(html)])
+    assert code == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert "holds no asv results" in line and "nothing published" in line
+    assert "wrote" not in line
+    assert not (html / "index.html").exists()
+
+
+def test_usage_errors_exit_non_zero_without_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ltx2k.cli", "store", "push", "--store", "x", "--retries", "-1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode != 0
+    assert "--retries" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- the main job's terminal summary ---------------------------------------------------
+
+
+def _report(n_regressions: int) -> Report:
+    rows = []
+    for i in range(n_regressions):
+        step = StepInfo(
+            last_good=f"{i:040x}",
+            first_bad=f"{i + 1:040x}",
+            range=(f"{i + 1:040x}",),
+            ratio=1.05 + i / 100,
+            ci=(1.04, 1.06 + i / 100),
+            p_value=1e-6,
+            persists=True,
+            runs_after=3,
+            direction="regression",
+        )
+        cell = Cell(
+            ratio=1.05 + i / 100,
+            flag="regression",
+            head=1.05e-5,
+            base=1e-5,
+            p_value=1e-6,
+            test="change-point",
+            step=step,
+        )
+        rows.append(
+            Row(
+                benchmark="bench_kernels.SplitRope.time_device_cold",
+                kernel="SplitRope",
+                metric="time_device_cold",
+                variant="blocked",
+                shape=f"B1_S{i}_H32_D128",
+                params=(("variant", "blocked"), ("shape", f"B1_S{i}_H32_D128")),
+                unit="seconds",
+                higher_is_better=False,
+                threshold=1.03,
+                cells={"h200": cell},
+            )
+        )
+    return Report(
+        head="f" * 40,
+        baseline=Baseline(kind="last-n", ref="20", commits=()),
+        status="regression" if n_regressions else "ok",
+        machines=("h200",),
+        rows=tuple(rows),
+    )
+
+
+@pytest.mark.parametrize("n", [0, 3, 150])
+def test_main_job_summary_is_short_and_says_where_the_report_is(n, tmp_path):
+    md = tmp_path / "html" / "regress.md"
+    text = pipeline.terminal_summary(_report(n), md, tmp_path / "html")
+    lines = text.splitlines()
+    assert len(lines) <= 20
+    assert f"full report (Markdown): {md}" in lines
+    assert "|---" not in text and "<details>" not in text
+    if n > pipeline.SUMMARY_ROWS:
+        assert f"and {n - pipeline.SUMMARY_ROWS} more regression(s)" in text
+        # the worst step is listed first
+        assert f"B1_S{n - 1}_H32_D128" in lines[1]
