@@ -27,7 +27,7 @@ from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
 from ltx2k.history.synthetic import generate_history
-from ltx2k.report import page, plots, publish
+from ltx2k.report import firstscreen, page, plots, publish
 
 N_COMMITS = 12
 HEAD = N_COMMITS - 1
@@ -490,3 +490,114 @@ def test_results_for_commits_missing_from_the_repo_are_reported_per_machine(hist
     assert all(f"{N_COMMITS} result file(s)" in p.message for p in unknown)
     rows = _parse(res.summary).row_attrs["machines-table"][1:]
     assert {a["data-machine"] for a in rows} >= set(history.machines)
+
+
+# --- the first screen ----------------------------------------------------------------------
+
+
+def _head_value(records, machine, kernel, metric, variant, shape):
+    """The stored median of one cell at that machine's latest commit, in display units."""
+    mine = [
+        r
+        for r in records
+        if r.machine == machine
+        and plots.split_benchmark(r.benchmark) == (kernel, metric)
+        and r.param_dict == {"variant": variant, "shape": shape}
+    ]
+    rec = max(mine, key=lambda r: r.date)
+    return rec, (rec.value * 1e6 if rec.unit == "seconds" else rec.value)
+
+
+def _fs_cells(tables, machine, kernel, shape_index=0):
+    rows = [cells for cells in tables.cells[firstscreen.table_id(machine, kernel)] if cells]
+    return {attrs["data-col"]: (attrs, text) for attrs, text in rows[shape_index]}
+
+
+@pytest.mark.slow
+def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
+    result, _ = site
+    records, _ = loaded
+    tables = _parse(result.summary)
+    rope = firstscreen.default_variant("split_rope")
+    assert rope in shapes.ROPE_VARIANTS
+    first_shape = shapes.ROPE_SHAPES[0].label
+    for machine in ("h200", "a100-sxm4-80gb"):
+        cells = _fs_cells(tables, machine, "split_rope")
+        # Columns follow the spec; the kernel-duration column only exists with its metric.
+        assert list(cells) == [c.key for c in firstscreen.COLUMNS if not c.optional]
+        for key, metric in (
+            ("cold", "time_device_cold"),
+            ("host", "time_host_latency"),
+            ("bw", "track_pct_copy_bandwidth"),
+        ):
+            rec, want = _head_value(records, machine, "split_rope", metric, rope, first_shape)
+            attrs, _ = cells[key]
+            assert float(attrs["data-value"]) == pytest.approx(want, rel=1e-12)
+            # Each number names its result file and machine.
+            assert f"machine {machine}" in attrs["title"]
+            assert f"results/{machine}/{rec.commit[:8]}-" in attrs["title"]
+        _, eager = _head_value(
+            records, machine, "split_rope", "time_device_cold", "eager", first_shape
+        )
+        _, mine = _head_value(records, machine, "split_rope", "time_device_cold", rope, first_shape)
+        assert float(cells["x-eager"][0]["data-value"]) == pytest.approx(eager / mine)
+
+
+@pytest.mark.slow
+def test_status_line_names_the_gpu_and_links_to_the_flagged_cell(site, history):
+    result, _ = site
+    text = result.summary.read_text(encoding="utf-8")
+    line = re.search(r'<p id="status-line"[^>]*>(.*?)</p>', text, re.S).group(1)
+    machine = REGRESSION[0]
+    assert f"1 regression</a> on <b>{machine}</b>" in line
+    assert history.commits[HEAD][:8] in line and "0 elsewhere" in line
+    # The injected step is on a non-default variant: the link goes to the matrix's cell.
+    target = re.search(r'href="#([^"]+)"', line).group(1)
+    assert re.search(
+        rf'<td[^>]*id="{re.escape(target)}"[^>]*data-flag|'
+        rf'<td[^>]*data-flag="regression"[^>]*id="{re.escape(target)}"',
+        text,
+    )
+    assert REGRESSION[3] in target and machine in target
+
+
+def _with_metric(records, metric):
+    extra = [
+        dataclasses.replace(r, benchmark=r.benchmark.rsplit(".", 1)[0] + "." + metric)
+        for r in records
+        if r.benchmark.endswith(".time_device_cold")
+    ]
+    return list(records) + extra
+
+
+def test_kernel_duration_column_appears_with_its_metric(loaded):
+    records, _ = loaded
+    machines = ["h200"]
+    plain = firstscreen.build_views(records, None, machines)
+    assert "kernel" not in [c.key for c in plain[0].tables[0].columns]
+    views = firstscreen.build_views(_with_metric(records, "time_kernel"), None, machines)
+    keys = [c.key for c in views[0].tables[0].columns]
+    assert keys.index("cold") < keys.index("kernel") < keys.index("bw")
+
+
+def test_first_run_shows_numbers_and_says_nothing_to_compare(loaded):
+    records, _ = loaded
+    first = min(r.date for r in records)
+    one = [r for r in records if r.date == first and r.machine == "h200"]
+    html = page.render_summary(records=one, problems=[], report=None, images={})
+    assert "First commit on h200: nothing to compare yet" in html
+    assert "first commit on this GPU: nothing to compare yet" in html
+    tables = _parse_text(html)
+    cells = _fs_cells(tables, "h200", "split_rope")
+    assert float(cells["cold"][0]["data-value"]) > 0
+    assert 'data-points="1"' in html  # one-point sparklines are drawn, and say so
+    assert "one point: a line needs a second commit" in html
+
+
+def test_problems_label_counts_what_the_section_lists():
+    from ltx2k.history.records import Problem
+
+    probs = [Problem("p", "h200", "skipped", "s")] * 3 + [Problem("p", "h200", "corrupt", "c")]
+    html = page.render_summary(records=[], problems=probs, report=None, images={})
+    assert ">problems (1) · 3 skipped</a>" in html
+    assert "3 skipped combination group(s)" in html

@@ -1,9 +1,12 @@
 """The static summary page (``html/summary.html`` + PNGs under ``html/summary/``).
 
-One self-contained HTML file with no JavaScript, so it opens from any static
-host or straight from disk. Figures come from :mod:`ltx2k.report.plots`;
-this module only lays them out next to the tables that make the same facts
-searchable (the regression matrix, the machines, the problems).
+One self-contained HTML file, so it opens from any static host or straight
+from disk; its only script (inline) shows one GPU at a time, and without it
+every GPU is shown. The first screen (:mod:`ltx2k.report.firstscreen`)
+answers "how fast, ahead of eager and compile, anything regressed where";
+figures come from :mod:`ltx2k.report.plots`; this module lays them out next
+to the tables that make the same facts searchable (the regression matrix,
+the machines, the problems).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from string import Template
 
 from ltx2k import shapes
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
-from ltx2k.report import plots
+from ltx2k.report import firstscreen, plots
 from ltx2k.report.markdown import format_step, format_value
 
 SUMMARY_HTML = "summary.html"
@@ -118,7 +121,7 @@ def _step_html(step: StepInfo) -> str:
     return re.sub(r"`([^`]*)`", r"<code>\1</code>", _e(format_step(step)))
 
 
-def _cell(cell: Cell | None, machine: str, unit: str) -> str:
+def _cell(cell: Cell | None, machine: str, unit: str, cell_id: str = "") -> str:
     if cell is None:
         return (
             f'<td class="flag-missing" data-machine="{_e(machine)}" data-flag="missing">'
@@ -133,6 +136,8 @@ def _cell(cell: Cell | None, machine: str, unit: str) -> str:
         attrs = f' data-first-bad="{_e(cell.step.first_bad)}"'
         text += f'<div class="step">{_step_html(cell.step)}</div>'
         tip += "; step " + format_step(cell.step).replace("`", "")
+    if cell_id:
+        attrs += f' id="{_e(cell_id)}"'
     return (
         f'<td class="num flag-{_e(flag)}" data-machine="{_e(machine)}" data-flag="{_e(flag)}"'
         f'{attrs} title="{_e(tip)}">{text}</td>'
@@ -145,7 +150,18 @@ def _matrix_table(rows: Sequence[Row], machines: Sequence[str], table_id: str) -
     body = []
     for row in rows:
         kernel, metric = plots.report_row_kernel_metric(row)
-        tds = "".join(_cell(row.cells.get(m), m, row.unit) for m in machines)
+        tds = "".join(
+            _cell(
+                row.cells.get(m),
+                m,
+                row.unit,
+                # ids only in the flagged table: the status line links there
+                firstscreen.anchor("mx", m, row.benchmark, row.params)
+                if table_id == "matrix-flagged"
+                else "",
+            )
+            for m in machines
+        )
         body.append(
             f'<tr data-benchmark="{_e(row.benchmark)}"><td>{_e(kernel)}</td>'
             f"<td>{_e(metric)}</td><td>{_e(row.variant or '')}</td>"
@@ -199,6 +215,11 @@ def _matrix_section(report: Report | None, machines: Sequence[str], image: str |
     if image:
         parts.append(
             _figure(image, "Regression matrix heatmap", "Red: regression, green: improvement.")
+        )
+    elif not any(c.flag != plots.FLAG_INSUFFICIENT for _, _, c in report.cells()):
+        parts.append(
+            '<p class="empty">No cell has a verdict yet: every GPU needs a few commits of '
+            "history before a step can be told from noise.</p>"
         )
     parts.append("<h3>Flagged cells</h3>")
     if flagged:
@@ -269,6 +290,13 @@ def _problems_section(problems: Sequence) -> str:
 # --- page ---------------------------------------------------------------------------
 
 
+def _problems_label(problems: Sequence) -> str:
+    """The nav link's count: real problems, and the skipped groups the section also lists."""
+    n = len([p for p in problems if p.kind not in QUIET_KINDS])
+    quiet = len([p for p in problems if p.kind in QUIET_KINDS])
+    return f"problems ({n})" + (f" · {quiet} skipped" if quiet else "")
+
+
 def render_summary(
     *,
     records: Sequence,
@@ -278,12 +306,19 @@ def render_summary(
     machines_info: Mapping[str, Mapping] | None = None,
     generated: _dt.datetime | None = None,
     title: str = "ltx2k performance summary",
+    commit_base: str | None = None,
+    provenance: firstscreen.Provenance | None = None,
 ) -> str:
     """The page's HTML. ``images`` maps section ("matrix", "history", "speedup",
-    "bandwidth") to ``(relative src, alt text)`` pairs."""
+    "bandwidth", "roofline", "cross_gpu") to ``(relative src, alt text)`` pairs.
+    ``commit_base`` is the commit-link prefix (:func:`ltx2k.report.links.commit_url_base`),
+    ``provenance`` names the result files values come from."""
     generated = generated or _dt.datetime.now(_dt.timezone.utc)
     machines = all_machines(records, problems, report, machines_info)
     matrix_img = (images.get("matrix") or [(None, "")])[0][0]
+    views = firstscreen.build_views(
+        records, report, machines, machines_info=machines_info, provenance=provenance
+    )
     template = Template(
         resources.files("ltx2k.report").joinpath("templates", SUMMARY_HTML).read_text("utf-8")
     )
@@ -292,9 +327,12 @@ def render_summary(
         generated=_e(generated.strftime("%Y-%m-%d %H:%M:%S UTC")),
         n_machines=len(machines),
         n_commits=len({r.commit for r in records}),
-        n_problems=len([p for p in problems if p.kind not in QUIET_KINDS]),
+        problems_label=_e(_problems_label(problems)),
         head=_e(report.head[:12] if report is not None else "n/a"),
         status_badge=_status_badge(report.status if report is not None else None),
+        status_line=firstscreen.status_line(views, report, commit_base),
+        first_screen=firstscreen.render(views, report, commit_base),
+        script=firstscreen.SCRIPT,
         colour_regression=plots.FLAG_COLOURS[plots.FLAG_REGRESSION],
         colour_improvement=plots.FLAG_COLOURS[plots.FLAG_IMPROVEMENT],
         colour_insufficient=plots.FLAG_COLOURS[plots.FLAG_INSUFFICIENT],
@@ -307,6 +345,13 @@ def render_summary(
     )
 
 
+def _judged(report: Report | None) -> bool:
+    """Whether any cell has a verdict: a matrix of dashes only is not worth an image."""
+    return report is not None and any(
+        c.flag != plots.FLAG_INSUFFICIENT for _, _, c in report.cells()
+    )
+
+
 def build_summary(
     html_dir: str | Path,
     records: Sequence,
@@ -316,8 +361,15 @@ def build_summary(
     machines_info: Mapping[str, Mapping] | None = None,
     last: int | None = None,
     title: str = "ltx2k performance summary",
+    commit_base: str | None = None,
+    results_dir: str | Path | None = None,
+    results_label: str = "results",
 ) -> Path:
-    """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``."""
+    """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``.
+
+    ``results_dir`` (with ``results_label``, how the page names it) lets each
+    value name its result file and the GPU identity shard-run wrote there.
+    """
     html_dir = Path(html_dir)
     out = html_dir / SUMMARY_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -327,7 +379,7 @@ def build_summary(
         plots.save(fig, out / name)
         images[section].append((f"{SUMMARY_DIR}/{name}", alt))
 
-    if report is not None and report.rows:
+    if _judged(report) and report.rows:
         add("matrix", plots.regression_heatmap(report), "matrix.png", "regression matrix")
     for k in plots.kernels_in(records):
         add(
@@ -344,6 +396,9 @@ def build_summary(
             f"bandwidth_{k}.png",
             f"{k} % of copy bandwidth",
         )
+    provenance = firstscreen.Provenance(
+        results_label, Path(results_dir) if results_dir is not None else None
+    )
     page = render_summary(
         records=records,
         problems=problems,
@@ -351,6 +406,8 @@ def build_summary(
         images=images,
         machines_info=machines_info,
         title=title,
+        commit_base=commit_base,
+        provenance=provenance,
     )
     path = html_dir / SUMMARY_HTML
     path.write_text(page, encoding="utf-8")

@@ -13,6 +13,7 @@ learned one figure can read the next.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -236,12 +237,16 @@ def regression_heatmap(report: Report) -> Figure:
 
     n_rows_max = max(len(v) for v in row_keys.values())
     height = sum(0.16 * len(row_keys[k]) + 0.9 for k in kernels) + 0.8
-    width = 2.5 + 0.55 * len(machines) * len(metrics) + 0.2 * len(metrics)
+    # A panel never gets narrower than its title: with one GPU, 0.55 in per column
+    # ran "device time, cold L2" into its neighbour and cut the last title off.
+    panel_w = max(0.55 * len(machines), 1.6)
+    width = 2.5 + (panel_w + 0.25) * len(metrics)
     fig = _new_figure(max(width, 7.0), max(height, 3.0))
     heights = [len(row_keys[k]) for k in kernels]
     axes = fig.subplots(
         len(kernels), len(metrics), squeeze=False, gridspec_kw={"height_ratios": heights}
     )
+    wrap = max(12, int(panel_w * 10))
     fontsize = 6 if n_rows_max > 12 else 8
     for i, k in enumerate(kernels):
         keys = row_keys[k]
@@ -282,7 +287,8 @@ def regression_heatmap(report: Report) -> Figure:
             ax.tick_params(which="both", length=0)
             for spine in ax.spines.values():
                 spine.set_visible(False)
-            ax.set_title(f"{k}\n{METRIC_TITLES.get(metric, metric)}", fontsize=fontsize + 2)
+            panel_title = "\n".join(textwrap.wrap(METRIC_TITLES.get(metric, metric), wrap))
+            ax.set_title(f"{k}\n{panel_title}", fontsize=fontsize + 2)
     what = "step ratio" if report.baseline.kind == "last-n" else "head/base ratio"
     fig.suptitle(f"Regression matrix: {title} (cell = {what})", fontsize=11)
     fig.legend(

@@ -1,0 +1,684 @@
+"""The summary page's first screen: what a kernel engineer asks first, per GPU.
+
+For the selected GPU, one table per kernel: rows are shapes, columns come
+from :data:`COLUMNS` (metric -> title, unit; direction from
+:mod:`ltx2k.analysis.thresholds`), each value taken from the GPU's latest
+commit for the kernel's default variant (the public function's ``variant=``
+default), with a sparkline of that GPU's last commits. Each cell is
+coloured by the regression report's verdict and names its change-point
+commit; its tooltip names the result file and machine it came from.
+
+Everything here is derived from the records and the report: kernels and
+default variants from :data:`ltx2k.cases.KERNELS`, shapes from the results.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import importlib
+import inspect
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ltx2k import cases
+from ltx2k.analysis.model import Cell, Report, Row, StepInfo
+from ltx2k.analysis.thresholds import Thresholds
+from ltx2k.report import links, plots
+
+# How many of a GPU's commits a sparkline spans (the regress window's length).
+SPARK_COMMITS = 20
+
+
+@dataclass(frozen=True)
+class Column:
+    """One first-screen column: a metric of the default variant, or a speedup over a peer.
+
+    ``peer`` set: the value is the peer variant's ``metric`` divided by the
+    default variant's (how many times faster the default is). ``optional``:
+    the column is shown only when some result has the metric.
+    """
+
+    key: str
+    title: str
+    metric: str
+    unit: str  # display unit: "µs", "%", "×"
+    peer: str | None = None
+    optional: bool = False
+
+    @property
+    def derived(self) -> bool:
+        return self.peer is not None
+
+
+# The first screen's columns, in order. A metric the results do not have
+# leaves its column empty (n/a), unless the column is optional.
+COLUMNS: tuple[Column, ...] = (
+    Column("cold", "device time, cold L2", "time_device_cold", "µs"),
+    Column("kernel", "kernel duration", "time_kernel", "µs", optional=True),
+    Column("bw", "% of copy bandwidth", "track_pct_copy_bandwidth", "%"),
+    Column("x-eager", "speedup over eager", "time_device_cold", "×", peer="eager"),
+    Column("x-compiled", "speedup over torch.compile", "time_device_cold", "×", peer="compiled"),
+    Column("host", "host latency", "time_host_latency", "µs"),
+)
+
+_THRESHOLDS = Thresholds()
+
+
+def higher_is_better(column: Column) -> bool:
+    """Speedups: higher. Metrics: the direction regress judges them by (any kernel)."""
+    return True if column.derived else _THRESHOLDS.higher_is_better(f"*.{column.metric}")
+
+
+@functools.cache
+def default_variant(kernel: str) -> str | None:
+    """The ``variant=`` default of the kernel's public function, None for an unknown kernel."""
+    spec = cases.KERNELS.get(kernel)
+    if spec is None:
+        return None
+    fn = getattr(importlib.import_module(spec.triton_module), spec.public_fn)
+    param = inspect.signature(fn).parameters.get("variant")
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def _shape_order(kernel: str) -> list[str]:
+    spec = cases.KERNELS.get(kernel)
+    return [s.label for s in spec.gpu_shapes + spec.cpu_shapes] if spec else []
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def anchor(prefix: str, machine: str, benchmark: str, params) -> str:
+    """A stable HTML id for one cell of one GPU (used by the status line's links)."""
+    p = "-".join(v for _, v in sorted(dict(params).items()))
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", f"{prefix}-{machine}-{benchmark}-{p}").strip("-")
+
+
+# --- values and provenance ----------------------------------------------------------
+
+
+def display(value: float | None, unit: str) -> float | None:
+    """A stored value in display units (µs for seconds)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value * 1e6 if unit == "seconds" else value
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if unit == "×":
+        return f"{value:.2f}×"
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit == "µs":
+        v, suffix = (value, "µs") if value < 1000 else (value / 1000, "ms")
+        # three significant digits, trailing zeros kept so columns line up
+        digits = 0 if v >= 100 else 1 if v >= 10 else 2
+        return f"{v:.{digits}f} {suffix}"
+    return f"{value:.4g} {unit}".strip()
+
+
+@dataclass
+class Provenance:
+    """Which file a value came from: the result file, relative to the results folder."""
+
+    results_label: str = "results"
+    results_dir: Path | None = None
+    _tags: dict = field(default_factory=dict)
+
+    def path(self, record) -> str:
+        from asv.results import get_filename
+
+        rel = get_filename(record.machine, record.commit, record.env)
+        return f"{self.results_label}/{rel.replace(chr(92), '/')}"
+
+    def tag(self, record) -> Mapping:
+        """The GPU identity shard-run wrote into the file for this benchmark ({} if none)."""
+        if self.results_dir is None:
+            return {}
+        from asv.results import get_filename
+
+        path = self.results_dir / get_filename(record.machine, record.commit, record.env)
+        if path not in self._tags:
+            from ltx2k.shard import read_tags
+
+            try:
+                self._tags[path] = read_tags(path)
+            except (OSError, ValueError):
+                self._tags[path] = {}
+        tag = self._tags[path].get(record.benchmark)
+        return tag if isinstance(tag, Mapping) else {}
+
+    def describe(self, record) -> str:
+        what = (
+            f"median of {len(record.samples)} samples"
+            if record.samples
+            else ("value" if record.unit != "seconds" else "median")
+        )
+        parts = [
+            what,
+            f"file {self.path(record)}",
+            f"machine {record.machine}",
+            f"commit {record.commit[:8]}",
+        ]
+        tag = self.tag(record)
+        if tag.get("gpu_uuid"):
+            parts.append(f"GPU {tag.get('gpu_index', '?')} {tag['gpu_uuid']}")
+        return ", ".join(parts)
+
+
+# --- the model --------------------------------------------------------------------------
+
+
+@dataclass
+class ScreenCell:
+    column: Column
+    value: float | None  # display units
+    flag: str | None  # the report's verdict; None for derived columns or without a report
+    step: StepInfo | None
+    history: tuple[float | None, ...]  # display units, oldest first, the last is the head
+    title: str  # provenance, shown on hover
+    link: str | None  # asv's graph of this cell
+    cell_id: str
+    benchmark: str = ""
+    gpu_id: str = ""  # "index UUID" shard-run recorded for this value, if any
+
+
+@dataclass
+class KernelTable:
+    kernel: str
+    variant: str | None
+    columns: list[Column]
+    rows: list[tuple[str, list[ScreenCell]]]  # (shape, cells in column order)
+
+
+@dataclass
+class MachineView:
+    machine: str
+    info: Mapping
+    commits: tuple[str, ...]  # this GPU's last commits, oldest first
+    n_commits: int  # all of this GPU's commits with results
+    date: int | None
+    tables: list[KernelTable]
+    gpu_ids: tuple[str, ...]  # "index UUID" from shard-run tags at the head commit
+    regressions: list[tuple[Row, Cell]]
+    improvements: list[tuple[Row, Cell]]
+
+    @property
+    def head(self) -> str | None:
+        return self.commits[-1] if self.commits else None
+
+    @property
+    def first_run(self) -> bool:
+        return self.n_commits == 1
+
+
+def _params_key(params) -> frozenset:
+    return frozenset(dict(params).items())
+
+
+def _by_commit(records: Sequence, variant: str) -> dict:
+    return {r.commit: r for r in records if r.param_dict.get("variant") == variant}
+
+
+def _screen_cell(col, recs, variant, window, machine, rows_by_key, prov) -> ScreenCell:
+    """One first-screen cell: the head value, its history, verdict, provenance and link."""
+    mine = _by_commit(recs[col.metric], variant)
+    head = window[-1] if window else None
+    rec = mine.get(head)
+    if col.derived:
+        peer = _by_commit(recs[col.metric], col.peer)
+
+        def ratio(c):
+            a, b = peer.get(c), mine.get(c)
+            return a.value / b.value if a and b and b.value else None
+
+        prec = peer.get(head)
+        if rec and prec:
+            title = (
+                f"{col.peer} {fmt(display(prec.value, prec.unit), 'µs')} / {variant} "
+                f"{fmt(display(rec.value, rec.unit), 'µs')}; {prov.describe(prec)}; "
+                f"{prov.describe(rec)}"
+            )
+        else:
+            title = f"needs both {col.peer} and {variant} at this commit"
+        return ScreenCell(col, ratio(head), None, None, tuple(ratio(c) for c in window), title,
+                          None, "")  # fmt: skip
+    hist = tuple(display(mine[c].value, mine[c].unit) if c in mine else None for c in window)
+    if rec is None:
+        return ScreenCell(col, None, None, None, hist, "no result at this GPU's latest commit",
+                          None, "")  # fmt: skip
+    row = rows_by_key.get((rec.benchmark, _params_key(rec.params)))
+    cell = row.cells.get(machine) if row is not None else None
+    step = cell.step if cell is not None else None
+    link = links.asv_graph_url(
+        rec.benchmark,
+        rec.params,
+        machine=machine,
+        commits=(step.last_good[:8], step.first_bad[:8]) if step else None,
+    )
+    tag = prov.tag(rec)
+    gpu_id = f"{tag.get('gpu_index', '?')} {tag['gpu_uuid']}" if tag.get("gpu_uuid") else ""
+    return ScreenCell(
+        col,
+        display(rec.value, rec.unit),
+        cell.flag if cell is not None else None,
+        step,
+        hist,
+        prov.describe(rec),
+        link,
+        anchor("fs", machine, rec.benchmark, rec.params),
+        rec.benchmark,
+        gpu_id,
+    )
+
+
+def build_views(
+    records: Sequence,
+    report: Report | None,
+    machines: Sequence[str],
+    *,
+    machines_info: Mapping[str, Mapping] | None = None,
+    provenance: Provenance | None = None,
+    last: int = SPARK_COMMITS,
+    columns: Sequence[Column] = COLUMNS,
+) -> list[MachineView]:
+    """One :class:`MachineView` per machine, tables for every kernel with results."""
+    prov = provenance or Provenance()
+    usable = [r for r in records if r.value is not None]
+    kernels = plots.kernels_in(usable)
+    metrics_present = {plots.split_benchmark(r.benchmark)[1] for r in usable}
+    cols = [c for c in columns if not c.optional or c.metric in metrics_present]
+
+    # (machine, kernel, metric, shape) -> [records]; (machine) -> {commit: date}
+    index: dict[tuple, list] = defaultdict(list)
+    dates: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in usable:
+        kernel, metric = plots.split_benchmark(r.benchmark)
+        index[(r.machine, kernel, metric, r.param_dict.get("shape", ""))].append(r)
+    for r in records:
+        dates[r.machine][r.commit] = r.date
+    rows_by_key: dict[tuple, Row] = {}
+    for row in report.rows if report is not None else ():
+        rows_by_key[(row.benchmark, _params_key(row.params))] = row
+
+    views = []
+    for m in machines:
+        order = sorted(dates.get(m, {}), key=lambda c: (dates[m][c], c))
+        window = tuple(order[-last:])
+        head = window[-1] if window else None
+        regs, imps = [], []
+        for row in report.rows if report is not None else ():
+            cell = row.cells.get(m)
+            if cell is not None and cell.flag == plots.FLAG_REGRESSION:
+                regs.append((row, cell))
+            elif cell is not None and cell.flag == plots.FLAG_IMPROVEMENT:
+                imps.append((row, cell))
+        tables, gpu_ids = [], set()
+        for k in kernels:
+            variant = default_variant(k)
+            if variant is None:
+                continue  # a kernel ltx2k.cases does not know has no default to show
+            shapes_here = {s for (mm, kk, _, s) in index if mm == m and kk == k and s}
+            table_rows = []
+            for shape in plots._ordered(shapes_here, _shape_order(k)):
+                recs = {
+                    metric: index.get((m, k, metric, shape), ())
+                    for metric in {c.metric for c in cols}
+                }
+                cells = [
+                    _screen_cell(col, recs, variant, window, m, rows_by_key, prov) for col in cols
+                ]
+                gpu_ids |= {c.gpu_id for c in cells if c.gpu_id}
+                table_rows.append((shape, cells))
+            tables.append(KernelTable(k, variant, cols, table_rows))
+        info = dict((machines_info or {}).get(m) or {})
+        if not info:
+            for r in records:
+                if r.machine == m and r.machine_info:
+                    info = dict(r.machine_info)
+                    break
+        views.append(
+            MachineView(
+                machine=m,
+                info=info,
+                commits=window,
+                n_commits=len(order),
+                date=dates[m][head] if head else None,
+                tables=tables,
+                gpu_ids=tuple(sorted(gpu_ids)),
+                regressions=regs,
+                improvements=imps,
+            )
+        )
+    return views
+
+
+# --- HTML ---------------------------------------------------------------------------
+
+
+def sparkline(values: Sequence[float | None], *, mark: int | None = None, w=64, h=18) -> str:
+    """An inline SVG line of *values* (None leaves a gap); *mark* is a red tick at that index."""
+    pts = [(i, v) for i, v in enumerate(values) if v is not None]
+    n = len(values)
+    if not pts:
+        return ""
+    lo, hi = min(v for _, v in pts), max(v for _, v in pts)
+    span = hi - lo or abs(hi) or 1.0
+    pad = 2.0
+
+    def xy(i, v):
+        x = pad + (w - 2 * pad) * (i / (n - 1) if n > 1 else 0.5)
+        y = h - pad - (h - 2 * pad) * ((v - lo) / span if hi > lo else 0.5)
+        return f"{x:.1f},{y:.1f}"
+
+    segments, cur = [], []
+    for i, v in enumerate(values):
+        if v is None:
+            if cur:
+                segments.append(cur)
+            cur = []
+        else:
+            cur.append(xy(i, v))
+    if cur:
+        segments.append(cur)
+    body = "".join(
+        f'<polyline points="{" ".join(s)}" fill="none" stroke="#555" stroke-width="1.2"/>'
+        for s in segments
+        if len(s) > 1
+    )
+    if mark is not None and 0 <= mark < n:
+        x = xy(mark, lo).split(",")[0]
+        body += f'<line x1="{x}" x2="{x}" y1="0" y2="{h}" stroke="#d62728" stroke-width="1.2"/>'
+    last_i, last_v = pts[-1]
+    cx, cy = xy(last_i, last_v).split(",")
+    body += f'<circle cx="{cx}" cy="{cy}" r="2" fill="#222"/>'
+    n_pts = len(pts)
+    tip = (
+        "one point: a line needs a second commit"
+        if n_pts == 1
+        else f"last {n} commits of this GPU ({n_pts} with a value)"
+    )
+    return (
+        f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        f'role="img" data-points="{n_pts}"><title>{_e(tip)}</title>{body}</svg>'
+    )
+
+
+def _commit_link(sha: str, base: str | None, text: str | None = None) -> str:
+    label = _e(text or sha[:8])
+    url = links.commit_url(base, sha)
+    if url is None:
+        return f"<code>{label}</code>"
+    return f'<a class="commit" href="{_e(url)}"><code>{label}</code></a>'
+
+
+def _step_text(step: StepInfo, base: str | None) -> str:
+    size = f"{(step.ratio - 1) * 100:+.1f}%"
+    where = (
+        _commit_link(step.first_bad, base)
+        if step.exact
+        else _commit_link(step.range[0], base) + ".." + _commit_link(step.first_bad, base)
+    )
+    return f"{size} at {where}"
+
+
+def _cell_html(c: ScreenCell, commits: Sequence[str], base: str | None) -> str:
+    cls = f"fs-{c.flag}" if c.flag else ("fs-derived" if c.column.derived else "fs-none")
+    mark = None
+    if c.step is not None and c.step.first_bad in commits:
+        mark = list(commits).index(c.step.first_bad)
+    value = _e(fmt(c.value, c.column.unit))
+    if c.link:
+        value = f'<a class="v" href="{_e(c.link)}">{value}</a>'
+    else:
+        value = f'<span class="v">{value}</span>'
+    step = ""
+    if c.step is not None and c.flag in (plots.FLAG_REGRESSION, plots.FLAG_IMPROVEMENT):
+        step = f'<div class="step">{_step_text(c.step, base)}</div>'
+    attrs = f' id="{_e(c.cell_id)}"' if c.cell_id else ""
+    flag = c.flag or ("derived" if c.column.derived else "none")
+    first_bad = f' data-first-bad="{_e(c.step.first_bad)}"' if c.step is not None else ""
+    raw = "" if c.value is None else f' data-value="{c.value!r}"'
+    return (
+        f'<td{attrs} class="num {cls}" data-col="{_e(c.column.key)}" data-flag="{_e(flag)}"'
+        f'{first_bad}{raw} title="{_e(c.title)}">{value}'
+        f"{sparkline(c.history, mark=mark)}{step}</td>"
+    )
+
+
+def table_id(machine: str, kernel: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", f"fs-{machine}-{kernel}")
+
+
+def _table_html(view: MachineView, t: KernelTable, base: str | None) -> str:
+    head = "".join(
+        f'<th class="num" data-col="{_e(c.key)}">{_e(c.title)}'
+        f'<span class="dir">{"higher" if higher_is_better(c) else "lower"} is better'
+        "</span></th>"
+        for c in t.columns
+    )
+    body = []
+    for shape, cells in t.rows:
+        tds = "".join(_cell_html(c, view.commits, base) for c in cells)
+        body.append(f'<tr data-shape="{_e(shape)}"><th class="mono">{_e(shape)}</th>{tds}</tr>')
+    if not body:
+        body.append(f'<tr><td colspan="{len(t.columns) + 1}" class="empty">no results</td></tr>')
+    variant = f" · variant <b>{_e(t.variant)}</b> (the default)" if t.variant else ""
+    return (
+        f'<table class="fs-table" id="{_e(table_id(view.machine, t.kernel))}" '
+        f'data-kernel="{_e(t.kernel)}" data-machine="{_e(view.machine)}">'
+        f"<caption><b>{_e(t.kernel)}</b>{variant}</caption>"
+        f"<thead><tr><th>shape</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+ENV_FIELDS = (("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"),
+              ("triton", "triton"))  # fmt: skip
+
+
+def _env_html(view: MachineView, base: str | None) -> str:
+    parts = [f"<b>{_e(view.machine)}</b>"]
+    for key, label in ENV_FIELDS:
+        if view.info.get(key):
+            parts.append(f'{label} <span data-env="{key}">{_e(view.info[key])}</span>')
+    if view.gpu_ids:
+        parts.append(
+            'GPU UUID <span data-env="gpu_uuid">'
+            + ", ".join(_e(g) for g in view.gpu_ids)
+            + "</span> (shard-run)"
+        )
+    if view.head:
+        parts.append(f"commit {_commit_link(view.head, base)}")
+    parts.append(f"{view.n_commits} commit(s)")
+    return '<p class="env">' + " · ".join(parts) + "</p>"
+
+
+def _note_html(view: MachineView, report: Report | None) -> str:
+    if view.head is None:
+        return '<p class="note">no usable results from this GPU</p>'
+    notes = []
+    if view.first_run:
+        notes.append(
+            "first commit on this GPU: nothing to compare yet. asv's graphs draw a line "
+            "from the second commit on, so its grid thumbnails stay blank until then."
+        )
+    elif report is not None and report.head != view.head:
+        notes.append(
+            f"this GPU's latest commit is {view.head[:8]}, not the report's head "
+            f"{report.head[:8]}: its cells have no verdict for the head."
+        )
+    if report is None and not view.first_run:
+        notes.append("no regression report: the cells are not judged.")
+    return "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+
+
+def _elsewhere_html(view: MachineView, shown: set[str], base: str | None) -> str:
+    """Flagged cells of this GPU that the tables do not show (other variants, metrics)."""
+    items = []
+    for label, cells in (("regression", view.regressions), ("improvement", view.improvements)):
+        for row, cell in cells:
+            cid = anchor("fs", view.machine, row.benchmark, row.params)
+            if cid in shown:
+                continue
+            what = cell_name(row)
+            step = f" {_step_text(cell.step, base)}" if cell.step else ""
+            target = anchor("mx", view.machine, row.benchmark, row.params)
+            items.append(
+                f'<li class="fs-{label}-item"><a href="#{_e(target)}">{_e(label)}: '
+                f"{_e(' '.join(what.split()))}</a>{step}</li>"
+            )
+    if not items:
+        return ""
+    return '<ul class="elsewhere">' + "".join(items) + "</ul>"
+
+
+def cell_name(row: Row) -> str:
+    """ "split_rope blocked B1_S1024_H32_D128 device time, cold L2"."""
+    kernel, metric = plots.report_row_kernel_metric(row)
+    title = plots.METRIC_TITLES.get(metric, metric)
+    return " ".join(f"{kernel} {row.variant or ''} {row.shape or ''} {title}".split())
+
+
+def _first_cell(view: MachineView, row: Row) -> str:
+    cid = anchor("fs", view.machine, row.benchmark, row.params)
+    for t in view.tables:
+        for _, cells in t.rows:
+            if any(c.cell_id == cid for c in cells):
+                return cid
+    return anchor("mx", view.machine, row.benchmark, row.params)
+
+
+def status_line(views: Sequence[MachineView], report: Report | None, base: str | None) -> str:
+    """One sentence: where the regressions are, since which commit, linked to the cells."""
+    with_data = [v for v in views if v.head is not None]
+    if not with_data:
+        return '<p id="status-line" class="status-line">No usable results yet.</p>'
+    if all(v.first_run for v in with_data):
+        names = ", ".join(_e(v.machine) for v in with_data)
+        return (
+            '<p id="status-line" class="status-line sl-first">First commit on '
+            f"{names}: nothing to compare yet.</p>"
+        )
+    if report is None:
+        return (
+            '<p id="status-line" class="status-line">No regression report: values are shown '
+            "without verdicts.</p>"
+        )
+    parts, clean = [], []
+    for v in with_data:
+        if not v.regressions:
+            clean.append(v.machine)
+            continue
+        steps = [c.step for _, c in v.regressions if c.step is not None]
+        order = {c: i for i, c in enumerate(v.commits)}
+        since = min((s.first_bad for s in steps), key=lambda c: order.get(c, -1), default=None)
+        row0 = v.regressions[0][0]
+        names = []
+        for row, _cell in v.regressions[:2]:
+            names.append(cell_name(row))
+        more = f" and {len(v.regressions) - 2} more" if len(v.regressions) > 2 else ""
+        n = len(v.regressions)
+        text = f'<a href="#{_e(_first_cell(v, row0))}">{n} regression{"s" if n > 1 else ""}</a>'
+        text += f" on <b>{_e(v.machine)}</b>"
+        if since:
+            text += f" since {_commit_link(since, base)}"
+        text += f" ({_e('; '.join(names))}{_e(more)})"
+        parts.append(text)
+    if not parts:
+        sentence = f"No regressions on {len(with_data)} GPU(s)"
+        cls = "sl-ok"
+    else:
+        sentence = "; ".join(parts)
+        sentence += "; 0 elsewhere" if clean else ""
+        cls = "sl-regression"
+    n_imp = sum(len(v.improvements) for v in with_data)
+    if n_imp:
+        sentence += f"; {n_imp} improvement{'s' if n_imp > 1 else ''}"
+    firsts = [v.machine for v in with_data if v.first_run]
+    if firsts:
+        sentence += f"; first commit on {', '.join(_e(m) for m in firsts)}: nothing to compare yet"
+    head = f" (head {_commit_link(report.head, base)})" if report.head else ""
+    return f'<p id="status-line" class="status-line {cls}">{sentence}{head}.</p>'
+
+
+def default_machine(views: Sequence[MachineView]) -> str | None:
+    """The GPU shown first: the one with most regressions, else the first with data."""
+    with_data = [v for v in views if v.head is not None]
+    if not with_data:
+        return views[0].machine if views else None
+    return max(with_data, key=lambda v: (len(v.regressions), -with_data.index(v))).machine
+
+
+def render(views: Sequence[MachineView], report: Report | None, base: str | None) -> str:
+    """The GPU selector and one panel per GPU (all visible without JavaScript)."""
+    if not views:
+        return '<p class="empty">No machines found in the results directory.</p>'
+    chosen = default_machine(views)
+    buttons = []
+    for v in views:
+        n = len(v.regressions)
+        badge = f' <span class="badge">{n}</span>' if n else ""
+        pressed = "true" if v.machine == chosen else "false"
+        buttons.append(
+            f'<a class="gpu-btn" href="#gpu-{_e(v.machine)}" data-machine="{_e(v.machine)}" '
+            f'aria-pressed="{pressed}">{_e(v.machine)}{badge}</a>'
+        )
+    panels = []
+    for v in views:
+        shown = {c.cell_id for t in v.tables for _, cells in t.rows for c in cells if c.cell_id}
+        tables = "".join(_table_html(v, t, base) for t in v.tables)
+        panels.append(
+            f'<div class="gpu-panel" id="gpu-{_e(v.machine)}" data-machine="{_e(v.machine)}">'
+            f'{_env_html(v, base)}{_note_html(v, report)}<div class="fs-tables">{tables}</div>'
+            f"{_elsewhere_html(v, shown, base)}</div>"
+        )
+    return (
+        f'<div id="gpu-select" class="gpu-select" data-default="{_e(chosen or "")}">'
+        f'<span class="label">GPU</span>{"".join(buttons)}</div>' + "".join(panels)
+    )
+
+
+# Shows one GPU panel at a time; a link to a cell of another GPU switches to it.
+SCRIPT = """
+(function () {
+  var panels = Array.prototype.slice.call(document.querySelectorAll('.gpu-panel'));
+  var buttons = Array.prototype.slice.call(document.querySelectorAll('.gpu-btn'));
+  if (!panels.length) return;
+  function show(m) {
+    panels.forEach(function (p) { p.hidden = p.getAttribute('data-machine') !== m; });
+    buttons.forEach(function (b) {
+      b.setAttribute('aria-pressed', String(b.getAttribute('data-machine') === m));
+    });
+  }
+  function target() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    return id ? document.getElementById(id) : null;
+  }
+  function sync() {
+    var el = target();
+    var panel = el && el.closest ? el.closest('.gpu-panel') : null;
+    if (panel) {
+      show(panel.getAttribute('data-machine'));
+      if (el !== panel) el.scrollIntoView({block: 'center'});
+    }
+    return !!panel;
+  }
+  buttons.forEach(function (b) {
+    b.addEventListener('click', function (ev) {
+      ev.preventDefault();
+      show(b.getAttribute('data-machine'));
+      history.replaceState(null, '', '#gpu-' + b.getAttribute('data-machine'));
+    });
+  });
+  window.addEventListener('hashchange', sync);
+  if (!sync()) show(document.getElementById('gpu-select').getAttribute('data-default'));
+})();
+"""
