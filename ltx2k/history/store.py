@@ -19,19 +19,31 @@ backoff. Runners only write inside their own ``results/<machine>/`` and merge
 ``benchmarks.json`` by key, so re-applying never conflicts and no runner's
 files are lost. The history stays linear: one commit per push that changed
 something, no merges.
+
+Kills: a pull writes each file under a temporary name in its folder and
+renames it into place, so a killed pull leaves every file old or new, never
+half-written; a local file that is not valid JSON (a write cut short before
+this) is replaced from the store. The temporary checkout of a push or pull is
+removed on SIGTERM, SIGHUP and SIGINT; one left by SIGKILL is removed by the
+next push or pull (its owner process is gone, or it is hours old).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +59,18 @@ _RETRYABLE = re.compile(
     r"\[rejected\]|\[remote rejected\]|non-fast-forward|fetch first|cannot lock ref|"
     r"failed to update ref|failed to lock|incorrect old value|stale info"
 )
+
+CHECKOUT_PREFIX = "ltx2k-store-"
+OWNER_FILE = "owner"  # "<pid> <hostname>" of the process using a checkout
+TMP_SUFFIX = ".ltx2k-tmp"  # a file being written: ".<name>.<pid>.<host>.ltx2k-tmp"
+# Leftovers of a killed run. A checkout or file whose owner is alive on this host is
+# never touched before STALE_HOURS (a pid can be reused); one without an owner file
+# (killed before writing it) after ORPHAN_MINUTES; one of another host (a container
+# sharing /tmp, whose pids we cannot check) after STALE_HOURS.
+STALE_HOURS = 24.0
+ORPHAN_MINUTES = 10.0
+# The kill tests stop a run at a named point (see _pause_point) to signal it there.
+PAUSE_ENV = "LTX2K_STORE_PAUSE_AT"
 
 
 @dataclass(frozen=True)
@@ -193,11 +217,177 @@ def _read_json_object(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_benchmarks(path: Path, data: dict) -> None:
+def _write_benchmarks(path: Path, data: dict, *, atomic: bool = False) -> None:
     from asv import util
 
-    # asv's own writer (sorted, indented): identical content gives identical bytes.
-    util.write_json(str(path), data, api_version=_BENCHMARKS_API_VERSION)
+    if not atomic:
+        # asv's own writer (sorted, indented): identical content gives identical bytes.
+        util.write_json(str(path), data, api_version=_BENCHMARKS_API_VERSION)
+        return
+    tmp = _tmp_name(path)
+    try:
+        util.write_json(str(tmp), data, api_version=_BENCHMARKS_API_VERSION)
+        _pause_point("replace")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --- kills: atomic files, temporary checkouts, leftovers -----------------------------------
+
+
+def _pause_point(name: str) -> None:
+    """Wait here forever when the kill tests ask for this point (PAUSE_ENV)."""
+    if os.environ.get(PAUSE_ENV) == name:
+        print(f"ltx2k store: paused at {name}", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(60)
+
+
+def _owner() -> str:
+    return f"{os.getpid()} {socket.gethostname()}"
+
+
+def _owner_alive(owner: str) -> bool | None:
+    """True/False for a process of this host; None when it cannot be told."""
+    pid, _, host = owner.strip().partition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _stale(owner: str | None, age_s: float) -> bool:
+    if age_s > STALE_HOURS * 3600:
+        return True
+    if owner is None:
+        return age_s > ORPHAN_MINUTES * 60
+    return _owner_alive(owner) is False
+
+
+def _tmp_name(path: Path) -> Path:
+    host = socket.gethostname().replace(".", "_")
+    return path.with_name(f".{path.name}.{os.getpid()}.{host}{TMP_SUFFIX}")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write under a temporary name in *path*'s folder, then rename: never half a file.
+
+    The temporary name starts with a dot and does not end in .json, so asv and
+    load_results never read it.
+    """
+    tmp = _tmp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _pause_point("replace")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _sweep_tmp_files(root: Path, log: _Log) -> None:
+    """Remove files a killed pull left half-written under *root*."""
+    if not root.is_dir():
+        return
+    host = socket.gethostname()
+    now = time.time()
+    for p in root.rglob(f".*{TMP_SUFFIX}"):
+        # ".<file>.<pid>.<host>.ltx2k-tmp", the host with its dots as underscores
+        _, pid, tmp_host = ("", "", "", *p.name[: -len(TMP_SUFFIX)].rsplit(".", 2))[-3:]
+        alive = _owner_alive(f"{pid} {host}") if tmp_host == host.replace(".", "_") else None
+        try:
+            age = now - p.lstat().st_mtime
+        except FileNotFoundError:
+            continue
+        if alive is False or age > STALE_HOURS * 3600:
+            p.unlink(missing_ok=True)
+            log(f"removed {p}: left by a pull that was killed")
+
+
+def sweep_checkouts(tmp_root: str | os.PathLike | None = None, log=None) -> list[Path]:
+    """Remove temporary checkouts (``ltx2k-store-*``) that a killed push or pull left.
+
+    A checkout is removed when its owner process (pid and host in its owner
+    file) is gone, or it has no owner file and is ORPHAN_MINUTES old, or it is
+    STALE_HOURS old. A live run's checkout is never removed.
+    """
+    say = _Log(log)
+    root = Path(tmp_root or tempfile.gettempdir())
+    removed = []
+    now = time.time()
+    for d in root.glob(f"{CHECKOUT_PREFIX}*"):
+        try:
+            if not d.is_dir() or d.is_symlink():
+                continue
+            owner_file = d / OWNER_FILE
+            owner = owner_file.read_text() if owner_file.is_file() else None
+            age = now - d.lstat().st_mtime
+        except OSError:
+            continue
+        if _stale(owner, age):
+            shutil.rmtree(d, ignore_errors=True)
+            if not d.exists():
+                removed.append(d)
+                say(f"removed {d}: a checkout left by a push or pull that was killed")
+    return removed
+
+
+_CLEANUP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class _Terminated(SystemExit):
+    """Raised by the signal handler so that ``finally`` blocks run."""
+
+
+@contextlib.contextmanager
+def _exit_on_signals() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise (exit status 128 + signal) instead of ending the process at once.
+
+    Python's default for them runs no ``finally``; SIGINT already raises
+    KeyboardInterrupt. Handlers a caller installed are left alone, and only the
+    main thread can install one.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = []
+
+    def handler(signum, frame):
+        if fired:
+            return  # already on the way out; a second signal must not cut the clean-up
+        fired.append(signum)
+        raise _Terminated(128 + signum)
+
+    previous = {}
+    for sig in _CLEANUP_SIGNALS:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def _temp_checkout(log: _Log) -> Iterator[Path]:
+    """A private temporary directory for git, gone however the run ends but SIGKILL."""
+    sweep_checkouts(log=log.stream)
+    with _exit_on_signals():
+        tmp = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+        try:
+            (tmp / OWNER_FILE).write_text(_owner())
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- push ------------------------------------------------------------------------------------
@@ -330,7 +520,7 @@ def push_results(
         )
     msg = message or f"results: {', '.join(machines)} ({len(files)} file(s) offered)"
 
-    with tempfile.TemporaryDirectory(prefix="ltx2k-store-") as tmp:
+    with _temp_checkout(say) as tmp:
         for attempt in range(retries + 1):
             # A fresh checkout per attempt: re-applying onto the new tip is a
             # plain copy, with no rebase state to clean up.
@@ -345,8 +535,10 @@ def push_results(
                 return PushResult(False, tip, (), attempt, tuple(skipped))
             say(f"committing {len(changed)} changed file(s) for {', '.join(machines)}")
             commit = _commit(work, changed, msg)
+            _pause_point("push")
             proc = _push(work, store_url, branch)
             if proc.returncode == 0:
+                _pause_point("pushed")
                 say(f"pushed {commit[:12]} to {store_url} {branch}")
                 return PushResult(True, commit, tuple(changed), attempt + 1, tuple(skipped))
             err = (proc.stderr or proc.stdout).strip()
@@ -378,8 +570,11 @@ def pull_results(
 
     New files are written; identical ones are left alone; a local file that
     differs from the store's is kept (and listed) unless *overwrite*, so a
-    pull never destroys results not yet pushed. ``benchmarks.json`` is merged
-    by benchmark name, the store's entries winning.
+    pull never destroys results not yet pushed. A local file that is not a
+    JSON object (cut short by a kill, or corrupt) is no result of anyone's and
+    is replaced. ``benchmarks.json`` is merged by benchmark name, the store's
+    entries winning. Each file is written under a temporary name and renamed
+    into place.
     """
     store_url = _check_url(store_url)
     if not isinstance(dest_results_dir, (str, os.PathLike)) or not os.fspath(dest_results_dir):
@@ -390,7 +585,8 @@ def pull_results(
     branch = _check_branch(branch)
     say = _Log(log)
 
-    with tempfile.TemporaryDirectory(prefix="ltx2k-store-") as tmp:
+    _sweep_tmp_files(dest, say)
+    with _temp_checkout(say) as tmp:
         work = Path(tmp) / "store"
         say(f"fetching {branch!r} from {store_url}")
         tip = _checkout_tip(work, store_url, branch)
@@ -398,6 +594,7 @@ def pull_results(
             raise RuntimeError(
                 f"store {store_url!r} has no branch {branch!r}; no runner has pushed results yet"
             )
+        _pause_point("fetched")
         src_root = work / STORE_ROOT
         written, kept, unchanged = [], [], 0
         for src in sorted(p for p in src_root.rglob("*") if p.is_file()):
@@ -410,20 +607,24 @@ def pull_results(
                     unchanged += 1
                     continue
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                _write_benchmarks(dst, merged)
+                _write_benchmarks(dst, merged, atomic=True)
                 written.append(rel.as_posix())
+                _pause_point("written")
                 continue
             data = src.read_bytes()
             if dst.exists():
                 if dst.read_bytes() == data:
                     unchanged += 1
                     continue
-                if not overwrite:
+                if _read_json_object(dst) is None:
+                    say(f"replacing {dst}: not a JSON object (truncated or corrupt)")
+                elif not overwrite:
                     kept.append(rel.as_posix())
                     continue
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(data)
+            _atomic_write(dst, data)
             written.append(rel.as_posix())
+            _pause_point("written")
     if kept:
         say(
             f"kept {len(kept)} local file(s) that differ from the store "
