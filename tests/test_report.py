@@ -195,6 +195,8 @@ def test_every_plot_renders_a_nontrivial_png(loaded, report, tmp_path):
         "history": plots.history(records, "split_rope", report=report),
         "speedup": plots.speedup(records, "ada_values9"),
         "bandwidth": plots.copy_bandwidth(records, "split_rope"),
+        "roofline": plots.roofline(records, "ada_values9"),
+        "cross_gpu": plots.cross_gpu(records, "split_rope", "blocked"),
     }
     for name, fig in figures.items():
         path = plots.save(fig, tmp_path / f"{name}.png")
@@ -204,32 +206,83 @@ def test_every_plot_renders_a_nontrivial_png(loaded, report, tmp_path):
         assert all(ax.get_title() or not ax.axison for ax in fig.axes), f"{name}: untitled axes"
 
 
-def test_history_has_a_panel_per_shape_and_metric_and_honours_last(loaded):
+def test_history_has_a_panel_per_shape_and_gpu_and_honours_last(loaded, history):
     records, _ = loaded
     n_shapes = len(shapes.ROPE_SHAPES)
     fig = plots.history(records, "split_rope")
-    assert len(fig.axes) == 2 * n_shapes
-    assert all(ax.get_ylabel() == "µs" for ax in fig.axes)
+    assert len(fig.axes) == n_shapes * len(history.machines)
     assert {ax.get_yscale() for ax in fig.axes} == {"log"}
     ticks = [t.get_text() for t in fig.axes[-1].get_xticklabels()]
     assert len(ticks) == N_COMMITS
-    short = plots.history(records, "split_rope", last=3)
+    short = plots.history(records, "split_rope", metric=plots.HOST_LATENCY, last=3)
     assert len([t.get_text() for t in short.axes[-1].get_xticklabels()]) == 3
     with pytest.raises(ValueError, match="last"):
         plots.history(records, "split_rope", last=0)
+
+
+def _axis(fig, title):
+    return next(ax for ax in fig.axes if ax.get_title() == title)
 
 
 def test_history_marks_the_injected_mid_history_step(loaded):
     records, _ = loaded
     fig = plots.history(records, "split_rope")
     # The +40% step at commit MID on a100 per_head B4_S25 must get a step marker
-    # ("v") at x=MID in that shape's device-time panel, and nowhere else in it.
-    labels = [s.label for s in shapes.ROPE_SHAPES]
-    ax = fig.axes[2 * labels.index("B4_S25_H32_D64")]
+    # ("v") at x=MID in that GPU and shape's panel, and nowhere else in it.
+    ax = _axis(fig, "a100-sxm4-80gb · B4_S25_H32_D64")
     marked = {
         int(x) for line in ax.get_lines() if line.get_marker() == "v" for x in line.get_xdata()
     }
     assert marked == {MID}
+
+
+def test_history_colours_variants_apart_and_labels_each_line(loaded):
+    records, _ = loaded
+    fig = plots.history(records, "ada_values9")
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    colours = {ln.get_color() for ln in lines}
+    assert len(colours) == len(lines) == len(shapes.ADA_VARIANTS)
+    assert plots.FLAG_COLOURS["regression"] not in colours
+    assert {t.get_text() for t in ax.texts} == set(shapes.ADA_VARIANTS)  # labels on the lines
+    for kernel, spec_variants in plots.KERNEL_VARIANTS.items():
+        own = [v for v in spec_variants if v not in plots.PEER_COLOURS]
+        assert len(set(plots.variant_colours(kernel, own).values())) == len(own) <= 8
+
+
+def test_a_single_commit_is_drawn_as_a_dot(loaded):
+    records, _ = loaded
+    first = min(r.date for r in records)
+    fig = plots.history([r for r in records if r.date == first], "split_rope")
+    drawn = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 1]
+    assert drawn and all(ln.get_marker() == "o" and ln.get_markersize() >= 6 for ln in drawn)
+    assert "one commit so far" in fig.get_suptitle()
+
+
+def test_roofline_draws_each_gpus_copy_ceiling(loaded, history):
+    records, _ = loaded
+    ceilings = plots.copy_ceilings(records, "split_rope")
+    assert set(ceilings) == set(history.machines)
+    fig = plots.roofline(records, "split_rope")
+    for ax in fig.axes:
+        machine = ax.get_title().split(" @ ")[0]
+        dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert [ln.get_ydata()[0] for ln in dashed] == [pytest.approx(ceilings[machine] / 1e9)]
+
+
+def test_cross_gpu_view_shows_a_one_gpu_step_on_that_gpu_only(loaded, history):
+    records, _ = loaded
+    fig = plots.cross_gpu(records, "split_rope", "per_head")
+    ax = _axis(fig, "B4_S25_H32_D64")
+    by_colour = {ln.get_color(): list(ln.get_ydata()) for ln in ax.get_lines()}
+    colours = plots.machine_colours(history.machines)
+    for m in history.machines:
+        ys = by_colour[colours[m]]
+        before, after = sum(ys[:MID]) / MID, sum(ys[MID:]) / (len(ys) - MID)
+        if m == "a100-sxm4-80gb":  # +40% time is 1/1.4 of the bandwidth
+            assert after / before == pytest.approx(1 / 1.4, rel=0.03)
+        else:
+            assert after / before == pytest.approx(1.0, rel=0.03)
 
 
 def test_speedup_follows_the_variant_model(loaded):
@@ -376,7 +429,8 @@ def test_summary_images_exist_and_index_links_to_summary(site):
     html = result.summary.read_text(encoding="utf-8")
     srcs = re.findall(r'<img src="([^"]+)"', html)
     kernels = ("split_rope", "ada_values9")
-    assert len(srcs) == 1 + 3 * len(kernels)  # matrix + history/speedup/bandwidth per kernel
+    # matrix + per kernel: two histories, speedup, bandwidth, roofline, cross-GPU
+    assert len(srcs) == 1 + 6 * len(kernels)
     for src in srcs:
         assert not src.startswith(("/", "http")), "images must be relative for static hosts"
         assert _png_size(result.html_dir / src)[0] > 0

@@ -340,7 +340,8 @@ def render_summary(
         matrix=_matrix_section(report, machines, matrix_img),
         history=_figures(images.get("history", ())),
         speedup=_figures(images.get("speedup", ())),
-        bandwidth=_figures(images.get("bandwidth", ())),
+        bandwidth=_figures(images.get("bandwidth", ()) + images.get("roofline", ())),
+        cross_gpu=_figures(images.get("cross_gpu", ())),
         problems=_problems_section(problems),
     )
 
@@ -382,12 +383,13 @@ def build_summary(
     if _judged(report) and report.rows:
         add("matrix", plots.regression_heatmap(report), "matrix.png", "regression matrix")
     for k in plots.kernels_in(records):
-        add(
-            "history",
-            plots.history(records, k, report=report, last=last),
-            f"history_{k}.png",
-            f"{k} history",
-        )
+        for metric in (plots.DEVICE_COLD, plots.HOST_LATENCY):
+            add(
+                "history",
+                plots.history(records, k, metric=metric, report=report, last=last),
+                f"history_{k}_{metric}.png",
+                f"{k} {plots.METRIC_TITLES[metric]} history",
+            )
         if k in shapes.BASELINE_VARIANT:
             add("speedup", plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup")
         add(
@@ -396,6 +398,15 @@ def build_summary(
             f"bandwidth_{k}.png",
             f"{k} % of copy bandwidth",
         )
+        add("roofline", plots.roofline(records, k), f"roofline_{k}.png", f"{k} roofline")
+        variant = firstscreen.default_variant(k)
+        if variant is not None:
+            add(
+                "cross_gpu",
+                plots.cross_gpu(records, k, variant, last=last),
+                f"cross_gpu_{k}.png",
+                f"{k} {variant} on every GPU, as % of its copy bandwidth",
+            )
     provenance = firstscreen.Provenance(
         results_label, Path(results_dir) if results_dir is not None else None
     )

@@ -5,9 +5,12 @@ returns a ``matplotlib.figure.Figure`` built without pyplot, so nothing here
 touches global figure state and the Agg canvas is used whatever backend the
 caller's matplotlib is configured with. ``save`` writes one to PNG.
 
-Conventions: times are shown in µs (asv stores seconds); colour always means
-the machine (GPU) and the line/hatch style the variant, so a reader who has
-learned one figure can read the next.
+Conventions: times are shown in µs (asv stores seconds). Colour means the
+variant wherever variants are compared (the eager and torch.compile peers in
+black and grey, the Triton variants in distinguishable tab10 colours, never
+the flag red), and panels split the GPUs; lines carry their label at their
+end, so a figure reads without its legend. Only the cross-GPU view colours
+by GPU, since there the GPUs are what is compared.
 """
 
 from __future__ import annotations
@@ -24,15 +27,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullFormatter
 
-from ltx2k import shapes
+from ltx2k import cases, shapes
 from ltx2k.analysis.model import Report, Row
 
-# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.shapes.
-ASV_CLASS_KERNEL = {"SplitRope": "split_rope", "AdaValues9": "ada_values9"}
-KERNEL_VARIANTS = {"split_rope": shapes.ROPE_VARIANTS, "ada_values9": shapes.ADA_VARIANTS}
+# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.cases.
+ASV_CLASS_KERNEL = {spec.asv_class: name for name, spec in cases.KERNELS.items()}
+KERNEL_VARIANTS = {name: spec.variants for name, spec in cases.KERNELS.items()}
 KERNEL_SHAPES = {
-    "split_rope": tuple(s.label for s in shapes.ROPE_SHAPES + shapes.ROPE_SHAPES_CPU),
-    "ada_values9": tuple(s.label for s in shapes.ADA_SHAPES + shapes.ADA_SHAPES_CPU),
+    name: tuple(s.label for s in spec.gpu_shapes + spec.cpu_shapes)
+    for name, spec in cases.KERNELS.items()
 }
 
 DEVICE_COLD = "time_device_cold"
@@ -41,6 +44,7 @@ PCT_COPY_BW = "track_pct_copy_bandwidth"
 METRIC_TITLES = {
     "time_device_cold": "device time, cold L2",
     "time_device_warm": "device time, warm L2",
+    "time_kernel": "kernel duration",
     "time_host_latency": "host latency",
     "track_allocations": "allocations",
     "track_pct_copy_bandwidth": "% of copy bandwidth",
@@ -58,6 +62,20 @@ FLAG_COLOURS = {
     FLAG_OK: "#e8e8e8",
     FLAG_INSUFFICIENT: "#f7f7f7",
 }
+# The PyTorch peers every Triton variant is measured against: neutral colours.
+PEER_COLOURS = {"eager": "#222222", "compiled": "#8c8c8c"}
+# tab10 without its red (the regression colour) and grey (the peers): eight
+# colours a reader tells apart, enough for every Triton variant of a kernel.
+VARIANT_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+)
 _MACHINE_COLOURS = (
     "#1f77b4",
     "#ff7f0e",
@@ -68,9 +86,6 @@ _MACHINE_COLOURS = (
     "#7f7f7f",
     "#bcbd22",
 )
-_VARIANT_STYLES = ("-", "--", ":", "-.")
-# One pattern per variant: the longest variant list (AdaLN, 7 besides the seed) needs 7.
-_VARIANT_HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "++", "--")
 # asv's own default for regressions_thresholds: steps smaller than 5% are noise.
 _STEP_THRESHOLD = 0.05
 
@@ -129,6 +144,17 @@ def machine_colours(machines: Iterable[str]) -> dict[str, str]:
     return {
         m: _MACHINE_COLOURS[i % len(_MACHINE_COLOURS)] for i, m in enumerate(sorted(set(machines)))
     }
+
+
+def variant_colours(kernel: str, variants: Iterable[str]) -> dict[str, str]:
+    """variant -> colour, stable per kernel: a variant keeps its colour in every figure."""
+    known = [v for v in KERNEL_VARIANTS.get(kernel, ()) if v not in PEER_COLOURS]
+    extra = sorted(set(variants) - set(known) - set(PEER_COLOURS))
+    out = {}
+    for i, v in enumerate(known + extra):
+        out[v] = VARIANT_PALETTE[i % len(VARIANT_PALETTE)]
+    out.update(PEER_COLOURS)
+    return {v: out[v] for v in variants}
 
 
 def commit_order(records: Iterable) -> list[str]:
@@ -334,61 +360,108 @@ def _head_flags(report: Report | None, kernel: str, metric: str) -> set[tuple[st
     return flagged
 
 
+def _label_line_ends(ax, ends: list[tuple[float, str, str]], x: float, *, log: bool) -> None:
+    """Write each line's name at its right end, nudged apart so no two overlap.
+
+    ``ends`` are (y, text, colour). Positions are spread in the axis' own
+    scale (log or linear) by at least 1/14 of its height.
+    """
+    if not ends:
+        return
+    tf = (lambda v: math.log10(v)) if log else (lambda v: v)
+    inv = (lambda v: 10**v) if log else (lambda v: v)
+    lo, hi = (tf(v) for v in ax.get_ylim())
+    gap = (hi - lo) / 14
+    placed: list[float] = []
+    items = sorted(ends, key=lambda e: e[0])
+    for y, _, _ in items:
+        p = tf(y)
+        placed.append(p if not placed else max(p, placed[-1] + gap))
+    over = placed[-1] - (hi - gap / 2)
+    if over > 0:  # push the stack down, never below the axis
+        placed = [max(p - over, lo + gap / 2) for p in placed]
+    for p, (_, text, colour) in zip(placed, items, strict=True):
+        ax.text(x, inv(p), text, color=colour, fontsize=7, va="center", ha="left", clip_on=True)
+
+
+def _log_axis(ax, fmt=lambda y, _: f"{y:g}") -> None:
+    ax.set_yscale("log")
+    # Plain numbers at 1-2-5 steps: "2 × 10^1 µs" makes readers do arithmetic.
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _tidy(ax) -> None:
+    ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    ax.tick_params(labelsize=7)
+    for spine in ("top", "right"):
+        ax.spines[spine].set_visible(False)
+
+
 def history(
     records: Sequence,
     kernel: str,
     *,
+    metric: str = DEVICE_COLD,
     report: Report | None = None,
     last: int | None = None,
-    metrics: Sequence[str] = (DEVICE_COLD, HOST_LATENCY),
 ) -> Figure:
-    """Device time (cold L2) and host latency over commits for one kernel.
+    """One metric of one kernel over commits: a panel per shape (rows) x GPU (columns).
 
-    One panel per shape x metric; one line per machine (colour) x variant
-    (line style), log y in µs. Red triangles mark asv-detected regression
-    steps, red rings the cells the regress report flags at its head commit.
-    ``last`` keeps the last N commits.
+    Colour is the variant, labelled at the line's end; log y in µs. A series
+    with a single commit is drawn as a large dot. Red triangles mark
+    asv-detected regression steps, red rings the cells the regress report
+    flags at its head commit. ``last`` keeps the last N commits.
     """
     if last is not None and last < 1:
         raise ValueError(f"last must be a positive number of commits, got {last!r}")
-    per_metric = {m: _kernel_records(records, kernel, m) for m in metrics}
-    commits = commit_order(r for rs in per_metric.values() for r in rs)
+    recs = _kernel_records(records, kernel, metric)
+    commits = commit_order(recs)
     if last is not None:
         commits = commits[-last:]
+    title = METRIC_TITLES.get(metric, metric)
     if not commits:
-        return _empty(_new_figure(8, 2), f"{kernel}: no history for {', '.join(metrics)}")
+        return _empty(_new_figure(8, 2), f"{kernel}: no history of {title}")
     index = {c: i for i, c in enumerate(commits)}
-    all_recs = [r for rs in per_metric.values() for r in rs if r.commit in index]
-    labels = _ordered((_param(r, "shape") for r in all_recs), KERNEL_SHAPES.get(kernel, ()))
-    variants = _ordered((_param(r, "variant") for r in all_recs), KERNEL_VARIANTS.get(kernel, ()))
-    colours = machine_colours(r.machine for r in all_recs)
-    style = {v: _VARIANT_STYLES[i % len(_VARIANT_STYLES)] for i, v in enumerate(variants)}
+    recs = [r for r in recs if r.commit in index]
+    labels = _ordered((_param(r, "shape") for r in recs), KERNEL_SHAPES.get(kernel, ()))
+    variants = _ordered((_param(r, "variant") for r in recs), KERNEL_VARIANTS.get(kernel, ()))
+    machines = sorted({r.machine for r in recs})
+    colours = variant_colours(kernel, variants)
     head = report.head if report is not None else None
+    flagged = _head_flags(report, kernel, metric)
+    n = len(commits)
+    label_room = max(2.0, 0.45 * n)  # x units right of the last commit for line labels
 
-    fig = _new_figure(5.2 * len(metrics) + 0.5, 2.3 * len(labels) + 1.2)
-    axes = fig.subplots(len(labels), len(metrics), squeeze=False, sharex=True)
-    for j, metric in enumerate(metrics):
-        series: dict[tuple[str, str, str], list[float | None]] = defaultdict(
-            lambda: [None] * len(commits)
-        )
-        for r in per_metric[metric]:
-            if r.commit in index:
-                key = (_param(r, "shape"), r.machine, _param(r, "variant"))
-                series[key][index[r.commit]] = _value(r)
-        flagged = _head_flags(report, kernel, metric)
+    series: dict[tuple[str, str, str], list[float | None]] = defaultdict(lambda: [None] * n)
+    for r in recs:
+        series[(r.machine, _param(r, "shape"), _param(r, "variant"))][index[r.commit]] = _value(r)
+
+    fig = _new_figure(max(4.6 * len(machines), 6.5), 2.1 * len(labels) + 1.3)
+    axes = fig.subplots(len(labels), len(machines), squeeze=False, sharex=True)
+    for j, machine in enumerate(machines):
         for i, label in enumerate(labels):
             ax = axes[i][j]
-            for (shape, machine, variant), ys in sorted(series.items()):
-                if shape != label:
+            ends = []
+            for v in variants:
+                ys = series.get((machine, label, v))
+                if ys is None:
                     continue
                 xs = [x for x, y in enumerate(ys) if y is not None]
+                if not xs:
+                    continue
                 vals = [ys[x] for x in xs]
-                ax.plot(xs, vals, style[variant], color=colours[machine], lw=1.3, marker=".", ms=3)
+                single = len(xs) == 1
+                ax.plot(
+                    xs, vals, "-", color=colours[v], lw=1.4, marker="o", ms=7 if single else 2.5
+                )
+                ends.append((vals[-1], v, colours[v]))
                 steps = [x for x in _regression_steps(ys) if ys[x] is not None]
                 ax.plot(
                     steps, [ys[x] for x in steps], "v", color=FLAG_COLOURS[FLAG_REGRESSION], ms=7
                 )
-                if head in index and (machine, variant, shape) in flagged and ys[index[head]]:
+                if head in index and (machine, v, label) in flagged and ys[index[head]]:
                     ax.plot(
                         [index[head]],
                         [ys[index[head]]],
@@ -398,23 +471,30 @@ def history(
                         mec=FLAG_COLOURS[FLAG_REGRESSION],
                         mew=1.8,
                     )
-            ax.set_yscale("log")
-            # Plain numbers at 1-2-5 steps: "2 × 10^1 µs" makes readers do arithmetic.
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(lambda y, _: f"{y:g}")
-            ax.yaxis.set_minor_formatter(NullFormatter())
-            ax.grid(True, which="major", color="#dddddd", lw=0.6)
-            ax.set_title(f"{label}: {METRIC_TITLES.get(metric, metric)}", fontsize=9)
-            ax.set_ylabel("µs" if metric.startswith("time_") else "", fontsize=8)
-            ax.tick_params(labelsize=7)
-            for spine in ("top", "right"):
-                ax.spines[spine].set_visible(False)
+            _log_axis(ax)
+            _tidy(ax)
+            ax.set_xlim(-0.5, n - 1 + label_room)
+            if ends:
+                ax.set_ylim(*ax.get_ylim())
+                _label_line_ends(ax, ends, n - 1 + 0.3, log=True)
+            else:
+                ax.text(
+                    0.5,
+                    0.5,
+                    "no results",
+                    transform=ax.transAxes,
+                    ha="center",
+                    color="#777777",
+                    fontsize=8,
+                )
+            ax.set_title(f"{machine} · {label}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel("µs" if metric.startswith("time_") else "", fontsize=8)
     for ax in axes[-1]:
-        ax.set_xticks(range(len(commits)))
+        ax.set_xticks(range(n))
         ax.set_xticklabels([c[:8] for c in commits], rotation=90, fontsize=6, family="monospace")
         ax.set_xlabel("commit (oldest → newest)", fontsize=8)
-    handles = [Line2D([], [], color=c, lw=2, label=m) for m, c in colours.items()]
-    handles += [Line2D([], [], color="#444444", ls=style[v], lw=1.3, label=v) for v in variants]
+    handles = [Line2D([], [], color=colours[v], lw=2, label=v) for v in variants]
     handles += [
         Line2D(
             [],
@@ -438,11 +518,12 @@ def history(
     fig.legend(
         handles=handles,
         loc="outside lower center",
-        ncols=min(len(handles), 7),
+        ncols=min(len(handles), 6),
         fontsize=8,
         frameon=False,
     )
-    fig.suptitle(f"{kernel}: history per shape (lower is better)", fontsize=12)
+    one = " (one commit so far: each series is a single dot)" if n == 1 else ""
+    fig.suptitle(f"{kernel}: {title} per GPU and shape, lower is better{one}", fontsize=12)
     return fig
 
 
@@ -463,8 +544,8 @@ def _latest_values(
     return out
 
 
-def _grouped_bars(ax, labels, variants, heights, hatches, colour, *, bottom=0.0):
-    """Bars grouped by shape label, one bar per variant; missing values are left out.
+def _grouped_bars(ax, labels, variants, heights, colours, *, bottom=0.0):
+    """Bars grouped by shape label, one bar per variant in its colour; missing values left out.
 
     Bars span ``bottom`` -> value, so a speedup bar grows up or down from 1x.
     """
@@ -479,17 +560,26 @@ def _grouped_bars(ax, labels, variants, heights, hatches, colour, *, bottom=0.0)
                 [h - bottom for _, h in pts],
                 width * 0.92,
                 bottom=bottom,
-                color=colour,
-                alpha=0.55 + 0.45 * (k == 0),
-                hatch=hatches[v],
-                edgecolor="#333333",
-                lw=0.5,
+                color=colours[v],
+                edgecolor="white",
+                lw=0.4,
                 label=v,
             )
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7, family="monospace")
     for spine in ("top", "right"):
         ax.spines[spine].set_visible(False)
+
+
+def _variant_legend(fig, variants, colours, ncols=None) -> None:
+    handles = [Patch(facecolor=colours[v], label=v) for v in variants]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=ncols or min(len(variants), 8),
+        fontsize=9,
+        frameon=False,
+    )
 
 
 def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Figure:
@@ -505,13 +595,12 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return _empty(_new_figure(8, 2), f"{kernel}: no {metric} results")
-    colours = machine_colours(machines)
     latest = latest_per_machine(_kernel_records(records, kernel, metric))
-    fig = _new_figure(max(4.2 * len(machines), 7), 4.2)
+    fig = _new_figure(max(4.6 * len(machines), 7), 4.4)
     axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
     all_variants = _ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
     others = [v for v in all_variants if v != baseline]
-    hatches = {v: _VARIANT_HATCHES[i % len(_VARIANT_HATCHES)] for i, v in enumerate(others)}
+    colours = variant_colours(kernel, all_variants)
     for ax, m in zip(axes, machines, strict=True):
         labels = _ordered((s for mm, _, s in values if mm == m), KERNEL_SHAPES.get(kernel, ()))
         ratios = {}
@@ -520,7 +609,7 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
                 b, t = values.get((m, baseline, s)), values.get((m, v, s))
                 if b and t:
                     ratios[(v, s)] = b / t
-        _grouped_bars(ax, labels, others, ratios, hatches, colours[m], bottom=1.0)
+        _grouped_bars(ax, labels, others, ratios, colours, bottom=1.0)
         ax.axhline(1.0, color="#333333", lw=1)
         ax.set_yscale("log", base=2)
         ax.yaxis.set_major_formatter(lambda y, _: f"{y:g}×")
@@ -533,17 +622,7 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     lo, hi = axes[0].get_ylim()
     axes[0].set_ylim(min(lo, 0.45), max(hi, 2.2))
     axes[0].set_ylabel(f"speedup over {baseline} (×)")
-    handles = [
-        Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in others
-    ]
-    fig.legend(
-        # at most 4 per row: six or more variant names overflow a one-panel figure
-        handles=handles,
-        loc="outside lower center",
-        ncols=min(len(others), 4),
-        fontsize=9,
-        frameon=False,
-    )
+    _variant_legend(fig, others, colours, ncols=min(len(others), 4 * len(machines), 8))
     fig.suptitle(
         f"{kernel}: speedup over {baseline}, {METRIC_TITLES.get(metric, metric)}"
         " (higher is better)",
@@ -552,7 +631,7 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     return fig
 
 
-# --- 4. % of measured copy bandwidth (roofline view) -------------------------
+# --- 4. % of measured copy bandwidth, the roofline, the cross-GPU view -------
 
 
 def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
@@ -565,30 +644,189 @@ def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return _empty(_new_figure(8, 2), f"{kernel}: no {PCT_COPY_BW} results")
-    colours = machine_colours(machines)
     latest = latest_per_machine(_kernel_records(records, kernel, PCT_COPY_BW))
     variants = _ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
-    hatches = {v: _VARIANT_HATCHES[i % len(_VARIANT_HATCHES)] for i, v in enumerate(variants)}
+    colours = variant_colours(kernel, variants)
     top = max(110.0, 1.08 * max(values.values()))
-    fig = _new_figure(max(4.2 * len(machines), 7), 4.2)
+    fig = _new_figure(max(4.6 * len(machines), 7), 4.4)
     axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
     for ax, m in zip(axes, machines, strict=True):
         labels = _ordered((s for mm, _, s in values if mm == m), KERNEL_SHAPES.get(kernel, ()))
         heights = {(v, s): val for (mm, v, s), val in values.items() if mm == m}
-        _grouped_bars(ax, labels, variants, heights, hatches, colours[m])
+        _grouped_bars(ax, labels, variants, heights, colours)
         ax.axhline(100.0, color="#333333", lw=1, ls="--")
         ax.set_ylim(0, top)
         ax.grid(True, axis="y", color="#dddddd", lw=0.6)
         ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
     axes[0].set_ylabel("% of measured copy bandwidth")
-    handles = [
-        Patch(facecolor="#bbbbbb", hatch=hatches[v], edgecolor="#333333", label=v) for v in variants
-    ]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncols=len(variants), fontsize=9, frameon=False
-    )
+    _variant_legend(fig, variants, colours)
     fig.suptitle(
         f"{kernel}: achieved bandwidth vs measured copy bandwidth (100% = roofline)", fontsize=11
+    )
+    return fig
+
+
+def bytes_moved(kernel: str, shape: str) -> int | None:
+    """The minimum bytes one call moves (ltx2k.cases), None for an unknown kernel or shape."""
+    spec = cases.KERNELS.get(kernel)
+    if spec is None:
+        return None
+    try:
+        return spec.bytes_moved(cases.find_shape(kernel, shape))
+    except ValueError:
+        return None
+
+
+def copy_ceilings(records: Sequence, kernel: str) -> dict[str, float]:
+    """machine -> its measured copy bandwidth (bytes/s), recovered from the results.
+
+    ``track_pct_copy_bandwidth`` is bytes / cold time as a % of the runner's
+    measured copy bandwidth, so each (cold time, %) pair of a cell gives the
+    ceiling back; the median over the cells of the machine's latest commit
+    is its value. Machines without both metrics are left out.
+    """
+    cold = _latest_values(records, kernel, DEVICE_COLD)
+    pct = _latest_values(records, kernel, PCT_COPY_BW)
+    found: dict[str, list[float]] = defaultdict(list)
+    for (m, v, s), t_us in cold.items():
+        p, nbytes = pct.get((m, v, s)), bytes_moved(kernel, s)
+        if p and nbytes and t_us > 0:
+            found[m].append(nbytes / (t_us * 1e-6) / (p / 100.0))
+    return {m: sorted(xs)[len(xs) // 2] for m, xs in found.items()}
+
+
+def roofline(records: Sequence, kernel: str) -> Figure:
+    """Achieved GB/s against bytes moved per call, one panel per GPU, with its copy ceiling.
+
+    Each point is a variant (colour) at one shape, at the GPU's latest
+    commit: bytes moved / cold device time. The dashed line is the GPU's
+    measured copy bandwidth (:func:`copy_ceilings`); small shapes sit far
+    below it (launch-bound), large ones should approach it.
+    """
+    cold = _latest_values(records, kernel, DEVICE_COLD)
+    points: dict[str, list[tuple[str, str, float, float]]] = defaultdict(list)
+    for (m, v, s), t_us in cold.items():
+        nbytes = bytes_moved(kernel, s)
+        if nbytes and t_us > 0:
+            points[m].append((v, s, float(nbytes), nbytes / (t_us * 1e-6) / 1e9))
+    machines = sorted(points)
+    if not machines:
+        return _empty(_new_figure(8, 2), f"{kernel}: no {DEVICE_COLD} results of known shapes")
+    ceilings = copy_ceilings(records, kernel)
+    latest = latest_per_machine(_kernel_records(records, kernel, DEVICE_COLD))
+    variants = _ordered(
+        (v for pts in points.values() for v, *_ in pts), KERNEL_VARIANTS.get(kernel, ())
+    )
+    colours = variant_colours(kernel, variants)
+    fig = _new_figure(max(4.6 * len(machines), 7), 4.6)
+    axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
+    for ax, m in zip(axes, machines, strict=True):
+        for v in variants:
+            pts = [(x, y) for vv, _, x, y in points[m] if vv == v]
+            if pts:
+                pts.sort()
+                ax.plot(
+                    [x for x, _ in pts],
+                    [y for _, y in pts],
+                    "-o",
+                    color=colours[v],
+                    ms=4,
+                    lw=1,
+                    label=v,
+                )
+        ax.set_xscale("log")
+        _log_axis(ax)
+        _tidy(ax)
+        if m in ceilings:
+            gbs = ceilings[m] / 1e9
+            ax.axhline(gbs, color="#333333", ls="--", lw=1)
+            ax.text(
+                0.02,
+                gbs,
+                f" measured copy: {gbs:,.0f} GB/s",
+                transform=ax.get_yaxis_transform(),
+                va="bottom",
+                fontsize=7,
+                color="#333333",
+            )
+        ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
+        ax.set_xlabel("bytes moved per call", fontsize=8)
+    axes[0].set_ylabel("achieved GB/s (cold L2)")
+    _variant_legend(fig, variants, colours)
+    fig.suptitle(f"{kernel}: roofline, achieved bandwidth vs bytes moved", fontsize=11)
+    return fig
+
+
+def cross_gpu(records: Sequence, kernel: str, variant: str, *, last: int | None = None) -> Figure:
+    """One variant's achieved bandwidth over commits on every GPU, as % of that GPU's ceiling.
+
+    Normalising each GPU to its own measured copy bandwidth puts GPUs of
+    different speeds on one scale, so a step on one GPU alone stands out
+    from lines that otherwise move together. One panel per shape, one line
+    per GPU (colour, labelled at its end).
+    """
+    recs = [
+        r for r in _kernel_records(records, kernel, DEVICE_COLD) if _param(r, "variant") == variant
+    ]
+    commits = commit_order(recs)
+    if last is not None:
+        commits = commits[-last:]
+    ceilings = copy_ceilings(records, kernel)
+    if not commits or not ceilings:
+        return _empty(
+            _new_figure(8, 2), f"{kernel} {variant}: no bandwidth ceiling to normalise by"
+        )
+    index = {c: i for i, c in enumerate(commits)}
+    n = len(commits)
+    labels = _ordered((_param(r, "shape") for r in recs), KERNEL_SHAPES.get(kernel, ()))
+    machines = sorted({r.machine for r in recs} & set(ceilings))
+    colours = machine_colours(machines)
+    series: dict[tuple[str, str], list[float | None]] = defaultdict(lambda: [None] * n)
+    for r in recs:
+        t, nbytes = _value(r), bytes_moved(kernel, _param(r, "shape"))
+        if r.commit in index and r.machine in ceilings and t and nbytes:
+            achieved = nbytes / (t * 1e-6)
+            series[(r.machine, _param(r, "shape"))][index[r.commit]] = (
+                100 * achieved / ceilings[r.machine]
+            )
+    cols = min(3, len(labels))
+    rows = math.ceil(len(labels) / cols)
+    fig = _new_figure(4.6 * cols, 2.6 * rows + 1.0)
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
+    for k, label in enumerate(labels):
+        ax = axes[k // cols][k % cols]
+        ends = []
+        for m in machines:
+            ys = series.get((m, label))
+            if not ys:
+                continue
+            xs = [x for x, y in enumerate(ys) if y is not None]
+            if xs:
+                ax.plot(
+                    xs,
+                    [ys[x] for x in xs],
+                    "-o",
+                    color=colours[m],
+                    lw=1.4,
+                    ms=7 if len(xs) == 1 else 2.5,
+                )
+                ends.append((ys[xs[-1]], m, colours[m]))
+        _tidy(ax)
+        ax.set_xlim(-0.5, n - 1 + max(2.0, 0.45 * n))
+        if ends:
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(min(lo, 0), max(hi, 105))
+            _label_line_ends(ax, ends, n - 1 + 0.3, log=False)
+        ax.set_title(label, fontsize=9)
+        ax.set_ylabel("% of the GPU's copy BW", fontsize=8)
+    for k in range(len(labels), rows * cols):
+        axes[k // cols][k % cols].set_axis_off()
+    for ax in axes[-1]:
+        ax.set_xticks(range(n))
+        ax.set_xticklabels([c[:8] for c in commits], rotation=90, fontsize=6, family="monospace")
+    fig.suptitle(
+        f"{kernel} {variant}: each GPU against its own copy bandwidth (higher is better)",
+        fontsize=11,
     )
     return fig
 
