@@ -463,7 +463,11 @@ def _positive(kind):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ltx2k", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="ltx2k",
+        description="Check, benchmark and track the LTX-2 Triton kernels, GPU by GPU "
+        "(asv underneath). `ltx2k COMMAND --help` for each command.",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("check", help="check every kernel variant bit-exactly against its reference")

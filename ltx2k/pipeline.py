@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def terminal_summary(report, markdown_path: Path, html: Path, limit: int = SUMMA
         )
     lines.append(f"full report (Markdown): {markdown_path}")
     lines.append(f"dashboard: {html.resolve()}/index.html and summary.html")
-    lines.append("serve it with `python -m asv preview` (or any static web server)")
+    lines.append("serve it with `scripts/python -m asv preview` (or any static web server)")
     return "\n".join(lines)
 
 
@@ -91,6 +92,7 @@ def run_all(
 ) -> Outcome:
     from ltx2k import asv_run, machine, runtime
 
+    t0 = time.monotonic()
     repo = Path(config).resolve().parent
     stages = []
     if not skip_bench:
@@ -148,5 +150,6 @@ def run_all(
             f"asv publish failed; only {Path(html) / 'summary.html'} and {md_path} were written"
         )
     stages.append("publish")
+    _say(f"done in {time.monotonic() - t0:.0f} s")
     print(terminal_summary(report, md_path, Path(html)), flush=True)
     return Outcome(html=Path(html), regress_exit=report.exit_code, stages=stages)

@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/bootstrap.sh ${LTX2K_WHEELHOUSE:+--wheelhouse "$LTX2K_WHEELHOUSE"} | tail -n 1)
-export PATH="$(dirname "$PY"):$PATH"
+PATH="$(dirname "$PY"):$PATH"
+export PATH
+# The full regression report goes to html/regress.md; the terminal gets a summary.
 exec ltx2k all "$@"
