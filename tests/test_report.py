@@ -27,7 +27,7 @@ from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
 from ltx2k.history.synthetic import generate_history
-from ltx2k.report import firstscreen, page, plots, publish
+from ltx2k.report import firstscreen, links, page, plots, publish
 
 N_COMMITS = 12
 HEAD = N_COMMITS - 1
@@ -655,3 +655,120 @@ def test_problems_label_counts_what_the_section_lists():
     html = page.render_summary(records=[], problems=probs, report=None, images={})
     assert ">problems (1) · 3 skipped</a>" in html
     assert "3 skipped combination group(s)" in html
+
+
+# --- links and provenance --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "remote",
+    [
+        "git@github.com:owner/proj.git",
+        "git@github.com:owner/proj",
+        "ssh://git@github.com/owner/proj.git",
+        "ssh://git@github.com:22/owner/proj.git",
+        "https://github.com/owner/proj.git",
+        "https://github.com/owner/proj",
+        "https://user:s3cret@github.com/owner/proj.git",
+        "git://github.com/owner/proj.git",
+    ],
+)
+def test_github_commit_base_from_every_remote_form(remote):
+    assert links.github_commit_base(remote) == "https://github.com/owner/proj/commit/"
+
+
+@pytest.mark.parametrize(
+    "remote",
+    [None, "", "/srv/git/proj.git", "https://gitlab.com/owner/proj.git", "git@github.com:proj.git",
+     "file:///tmp/x.git", "https://github.com/owner/proj/extra"],
+)  # fmt: skip
+def test_github_commit_base_refuses_what_it_cannot_map(remote):
+    assert links.github_commit_base(remote) is None
+
+
+def test_commit_url_base_prefers_the_config_then_the_origin_remote(tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert links.commit_url_base("#", repo) is None  # no remote, no absolute config value
+    assert links.commit_url_base("../commit/", repo) is None
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:o/r.git"], check=True
+    )
+    assert links.commit_url_base("#", repo) == "https://github.com/o/r/commit/"
+    mine = "https://git.example.org/r/commit/"
+    assert links.commit_url_base(mine, repo) == mine
+    assert links.commit_url(mine, "abc") == mine + "abc"
+
+
+def test_asv_graph_url_uses_asvs_hash_format():
+    url = links.asv_graph_url(
+        "bench_kernels.SplitRope.time_device_cold",
+        (("variant", "blocked"), ("shape", "B1_S1024_H32_D128")),
+        machine="a100-sxm4-80gb",
+        commits=("abc", "def"),
+    )
+    assert url == (
+        "index.html#bench_kernels.SplitRope.time_device_cold?machine=a100-sxm4-80gb"
+        "&p-variant='blocked'&p-shape='B1_S1024_H32_D128'&commits=abc-def"
+    )
+
+
+def test_flagged_cells_link_their_commits_with_the_configured_base():
+    base = "https://github.com/o/r/commit/"
+    html = page.render_summary(
+        records=[], problems=[], report=_hand_report(), images={}, commit_base=base
+    )
+    for sha in (C2, C4, C6):  # the range's ends and the exact step
+        assert f'href="{base}{sha}"' in html
+    plain = page.render_summary(records=[], problems=[], report=_hand_report(), images={})
+    assert "/commit/" not in plain  # no base: hashes without links
+
+
+@pytest.mark.slow
+def test_publish_links_commits_and_names_files_and_gpus(history, tmp_path):
+    import shutil
+    import subprocess
+
+    from ltx2k.shard import TAG_KEY
+
+    results = tmp_path / "results"
+    shutil.copytree(history.results_dir, results)
+    shutil.rmtree(results / BROKEN_GPU)
+    (results / "a100-sxm4-80gb" / CORRUPT_NAME).unlink()
+    head_file = next((results / "h200").glob(f"{history.commits[HEAD][:8]}-*.json"))
+    data = json.loads(head_file.read_text())
+    uuid = "GPU-0123abcd-4567-89ef-0123-456789abcdef"
+    data[TAG_KEY] = {
+        "version": 1,
+        "benchmarks": {
+            name: {"gpu_index": 3, "gpu_uuid": uuid, "gpu_name": "NVIDIA H200", "mode": "shared",
+                   "concurrent_gpus": 2}
+            for name in data["results"]
+        },
+    }  # fmt: skip
+    head_file.write_text(json.dumps(data))
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(history.repo), str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "set-url", "origin", "https://github.com/o/r.git"],
+        check=True,
+    )
+    res = publish.publish(history.conf, results, tmp_path / "html", repo=repo, log=io.StringIO())
+    assert res.asv_ok
+    text = res.summary.read_text(encoding="utf-8")
+    head = history.commits[HEAD]
+    assert f'href="https://github.com/o/r/commit/{head}"' in text
+    index_json = json.loads((res.html_dir / "index.json").read_text())
+    assert index_json["show_commit_url"] == "https://github.com/o/r/commit/"  # asv's pages too
+    # The environment line and every first-screen value of the tagged GPU name the UUID.
+    assert f"3 {uuid}" in text and "(shard-run)" in text
+    tables = _parse_text(text)
+    attrs, _ = _fs_cells(tables, "h200", "split_rope")["cold"]
+    assert (
+        f"GPU 3 {uuid}" in attrs["title"]
+        and f"file results/h200/{head_file.name}" in attrs["title"]
+    )
+    for field in ("driver", "cuda", "torch", "triton"):
+        assert f'data-env="{field}"' in text

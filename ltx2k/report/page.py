@@ -23,7 +23,7 @@ from string import Template
 
 from ltx2k import shapes
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
-from ltx2k.report import firstscreen, plots
+from ltx2k.report import firstscreen, links, plots
 from ltx2k.report.markdown import format_step, format_value
 
 SUMMARY_HTML = "summary.html"
@@ -116,12 +116,27 @@ def _fmt_value(x, unit: str) -> str:
     return format_value(float(x), unit)
 
 
-def _step_html(step: StepInfo) -> str:
+def _step_html(step: StepInfo, commit_base: str | None = None) -> str:
     # format_step writes Markdown whose only markup is `code` around commit hashes.
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", _e(format_step(step)))
+    full = {c[:8]: c for c in (*step.range, step.first_bad, step.last_good)}
+
+    def code(m: re.Match) -> str:
+        url = links.commit_url(commit_base, full.get(m.group(1), ""))
+        inner = f"<code>{m.group(1)}</code>"
+        return f'<a class="commit" href="{_e(url)}">{inner}</a>' if url else inner
+
+    return re.sub(r"`([^`]*)`", code, _e(format_step(step)))
 
 
-def _cell(cell: Cell | None, machine: str, unit: str, cell_id: str = "") -> str:
+def _cell(
+    cell: Cell | None,
+    machine: str,
+    unit: str,
+    cell_id: str = "",
+    *,
+    head: str = "",
+    commit_base: str | None = None,
+) -> str:
     if cell is None:
         return (
             f'<td class="flag-missing" data-machine="{_e(machine)}" data-flag="missing">'
@@ -131,10 +146,12 @@ def _cell(cell: Cell | None, machine: str, unit: str, cell_id: str = "") -> str:
     text = _e(f"{ratio:.3f}" if ratio is not None and math.isfinite(ratio) else "n/a")
     p_txt = f", p={p:.2g}" if p is not None and math.isfinite(p) else ""
     tip = f"{flag}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
+    if head:
+        tip += f"; machine {machine}, head from its result file of commit {head[:8]}"
     attrs = ""
     if cell.step is not None and flag in _FLAGGED:
         attrs = f' data-first-bad="{_e(cell.step.first_bad)}"'
-        text += f'<div class="step">{_step_html(cell.step)}</div>'
+        text += f'<div class="step">{_step_html(cell.step, commit_base)}</div>'
         tip += "; step " + format_step(cell.step).replace("`", "")
     if cell_id:
         attrs += f' id="{_e(cell_id)}"'
@@ -144,7 +161,14 @@ def _cell(cell: Cell | None, machine: str, unit: str, cell_id: str = "") -> str:
     )
 
 
-def _matrix_table(rows: Sequence[Row], machines: Sequence[str], table_id: str) -> str:
+def _matrix_table(
+    rows: Sequence[Row],
+    machines: Sequence[str],
+    table_id: str,
+    *,
+    head: str = "",
+    commit_base: str | None = None,
+) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("kernel", "metric", "variant", "shape"))
     head += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
     body = []
@@ -159,6 +183,8 @@ def _matrix_table(rows: Sequence[Row], machines: Sequence[str], table_id: str) -
                 firstscreen.anchor("mx", m, row.benchmark, row.params)
                 if table_id == "matrix-flagged"
                 else "",
+                head=head,
+                commit_base=commit_base,
             )
             for m in machines
         )
@@ -173,7 +199,12 @@ def _matrix_table(rows: Sequence[Row], machines: Sequence[str], table_id: str) -
     )
 
 
-def _matrix_section(report: Report | None, machines: Sequence[str], image: str | None) -> str:
+def _matrix_section(
+    report: Report | None,
+    machines: Sequence[str],
+    image: str | None,
+    commit_base: str | None = None,
+) -> str:
     if report is None:
         return (
             '<p class="empty">No regression report was given or computed '
@@ -223,11 +254,15 @@ def _matrix_section(report: Report | None, machines: Sequence[str], image: str |
         )
     parts.append("<h3>Flagged cells</h3>")
     if flagged:
-        parts.append(_matrix_table(flagged, cols, "matrix-flagged"))
+        parts.append(
+            _matrix_table(
+                flagged, cols, "matrix-flagged", head=report.head, commit_base=commit_base
+            )
+        )
     else:
         parts.append('<p class="empty">No cell is flagged.</p>')
     parts.append(f"<details><summary>All {len(rows)} rows</summary>")
-    parts.append(_matrix_table(rows, cols, "matrix-all"))
+    parts.append(_matrix_table(rows, cols, "matrix-all", head=report.head, commit_base=commit_base))
     parts.append("</details>")
     return "\n".join(parts)
 
@@ -337,7 +372,7 @@ def render_summary(
         colour_improvement=plots.FLAG_COLOURS[plots.FLAG_IMPROVEMENT],
         colour_insufficient=plots.FLAG_COLOURS[plots.FLAG_INSUFFICIENT],
         machines=_machines_table(machines, records, problems, machines_info),
-        matrix=_matrix_section(report, machines, matrix_img),
+        matrix=_matrix_section(report, machines, matrix_img, commit_base),
         history=_figures(images.get("history", ())),
         speedup=_figures(images.get("speedup", ())),
         bandwidth=_figures(images.get("bandwidth", ()) + images.get("roofline", ())),

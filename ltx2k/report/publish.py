@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ltx2k.analysis.model import Report
 from ltx2k.history.records import Problem, load_results
-from ltx2k.report import page
+from ltx2k.report import links, page
 
 # CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/templates/.
 VENDORED_ASSETS = {
@@ -118,6 +118,7 @@ def publish(
     with tempfile.TemporaryDirectory(prefix="ltx2k-publish-") as tmp:
         tmp = Path(tmp)
         conf = _staged_conf(conf_path, html, repo)
+        commit_base = _commit_base(conf)
         staged = _stage_results(results, tmp / "results", conf, problems)
         conf["results_dir"] = str(staged)
         tmp_conf = tmp / "asv.conf.json"
@@ -135,6 +136,9 @@ def publish(
         report=report,
         machines_info=_machines_info(results),
         last=last,
+        commit_base=commit_base,
+        results_dir=results,
+        results_label=_results_label(results, conf_path),
     )
     _log_problems(problems, log)
     return PublishResult(html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok)
@@ -221,6 +225,30 @@ def _machines_info(results: Path) -> dict[str, dict]:
             continue
         info[d.name] = data if isinstance(data, dict) else {}
     return info
+
+
+def _results_label(results: Path, conf_path: Path) -> str:
+    """How the page names the results folder: relative to the conf's folder when inside it."""
+    try:
+        return results.relative_to(conf_path.parent).as_posix() or "."
+    except ValueError:
+        return results.name
+
+
+def _commit_base(conf: dict) -> str | None:
+    """Commit-link prefix for both sites; asv's pages get it through the staged conf.
+
+    asv.conf.json's ``show_commit_url`` when it is an absolute URL, otherwise
+    the GitHub URL of the repository's ``origin`` remote; without either the
+    staged conf keeps asv's default ("#": no commit page).
+    """
+    repo = conf.get("repo", ".")
+    local = None if "://" in repo or repo.startswith("git@") else repo
+    base = links.commit_url_base(conf.get("show_commit_url"), local)
+    if base is None and local is None:
+        base = links.github_commit_base(repo)  # a remote repo URL names the project itself
+    conf["show_commit_url"] = base or "#"
+    return base
 
 
 # --- staging ----------------------------------------------------------------------------
