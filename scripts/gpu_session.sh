@@ -88,6 +88,7 @@ for step in $steps; do
              tar czf "$OUT/results.tgz" results
              ltx2k regress --results results --repo . --head HEAD --last 20 --markdown "$OUT/regress_hostcheck.md" | head -5; echo "regress exit ${PIPESTATUS[0]}"
            ) 2>&1 | tee "$OUT/hostcheck.log" | grep -v "^\s*$" | tail -40 ;;
+    hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 scripts/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac
