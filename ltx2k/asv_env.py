@@ -30,12 +30,16 @@ PTH_NAME = "_ltx2k_inherit_host.pth"
 
 
 def host_site_dirs() -> list[str]:
-    """The running interpreter's site-packages dirs (venv first, then base)."""
+    """The running interpreter's site-packages dirs (venv first, then base, then any
+    it inherits through .pth files)."""
     dirs = list(site.getsitepackages())
     if site.ENABLE_USER_SITE:
         dirs.append(site.getusersitepackages())
     for key in ("purelib", "platlib"):
         dirs.append(sysconfig.get_paths()[key])
+    # Site dirs this interpreter reaches through a .pth file of its own, as in a
+    # per-job venv on top of a runner's torch venv (scripts/bootstrap.sh LTX2K_VENV).
+    dirs.extend(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
     seen, out = set(), []
     for d in dirs:
         if d and os.path.isdir(d) and d not in seen:

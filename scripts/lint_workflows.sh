@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Lint the GitHub Actions workflows and the CI scripts they call:
 #   actionlint  workflow syntax, expressions, runner labels, shellcheck of run: blocks
-#   zizmor      workflow security (permissions, injection, pinning, triggers)
-#   ShellCheck  scripts/ci/*.sh and this script
+#   zizmor      workflow security (permissions, injection, pinning, triggers,
+#               self-hosted runners), with the auditor persona: every finding
+#               of every confidence, so an accepted one must be justified inline
+#   ShellCheck  scripts/ci/*.sh, the set-up scripts and this script
 # Installs its own pinned tools into the current python (python3, or $PYTHON)
 # and exits non-zero if any tool reports a finding. A finding that is accepted
 # carries an inline, justified `# zizmor: ignore[...]` in the workflow.
@@ -54,7 +56,8 @@ for tool in actionlint zizmor shellcheck; do
 done
 
 workflows=(.github/workflows/*.yml)
-scripts=(scripts/ci/*.sh scripts/lint_workflows.sh)
+scripts=(scripts/ci/*.sh scripts/lint_workflows.sh scripts/bootstrap.sh scripts/test.sh
+    scripts/main.sh scripts/install_browser.sh scripts/ltx2k scripts/python)
 failed=()
 
 # Our self-hosted runner labels (docs/runners.md); actionlint rejects labels it
@@ -63,7 +66,7 @@ config=$(mktemp)
 trap 'rm -f "$config"' EXIT
 cat >"$config" <<'YAML'
 self-hosted-runner:
-  labels: [gpu, h200, h100, a100]
+  labels: [gpu, h200, h100, a100, trusted, pr-untrusted]
 YAML
 
 echo "== actionlint $(actionlint -version | head -n 1)"
@@ -73,8 +76,9 @@ actionlint -config-file "$config" -shellcheck "$(command -v shellcheck)" -no-col
 echo "== zizmor $(zizmor --version)"
 online=(--offline)
 [[ "${ZIZMOR_ONLINE:-0}" == 1 ]] && online=()
-# pedantic: also insists on job concurrency and other hygiene.
-zizmor "${online[@]}" --no-progress --persona pedantic "${workflows[@]}" || failed+=(zizmor)
+# auditor: pedantic's hygiene (job concurrency, ...) plus the findings the other
+# personas hide, e.g. every self-hosted runner.
+zizmor "${online[@]}" --no-progress --persona auditor "${workflows[@]}" || failed+=(zizmor)
 
 echo "== shellcheck $(shellcheck --version | sed -n 's/^version: //p')"
 shellcheck -x "${scripts[@]}" || failed+=(shellcheck)

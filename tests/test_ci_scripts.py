@@ -147,8 +147,12 @@ def test_no_pull_request_target_and_the_only_workflow_run_never_checks_out_pr_co
             assert name == "pr-bench-comment.yml"
             for wf, _, step in _steps():
                 if wf == name and step.get("uses", "").startswith("actions/checkout@"):
-                    # Default ref of a workflow_run: the default branch, i.e. our code.
-                    assert not {"ref", "repository"} & set(step.get("with", {})), step
+                    # The default branch, i.e. our code: said explicitly, or the
+                    # default ref of a workflow_run.
+                    with_ = step.get("with", {})
+                    assert "repository" not in with_, step
+                    default = "${{ github.event.repository.default_branch }}"
+                    assert with_.get("ref", default) == default, step
 
 
 # --- GPU jobs ------------------------------------------------------------------------
@@ -196,7 +200,32 @@ def test_every_job_has_a_concurrency_group():
 def test_gpu_runner_labels_are_documented():
     doc = (REPO / "docs" / "runners.md").read_text()
     for gpu in GPU_TYPES:
-        assert f"[self-hosted, gpu, {gpu}]" in doc
+        for role in ("trusted", "pr-untrusted"):
+            assert f"[self-hosted, gpu, {gpu}, {role}]" in doc
+
+
+def test_pr_code_and_the_store_token_never_share_a_runner_label():
+    """PR jobs run on `pr-untrusted` runners, everything else on `trusted` ones."""
+    for wf, job_name, job in _jobs():
+        if not _self_hosted(job):
+            continue
+        roles = set(job["runs-on"]) & {"trusted", "pr-untrusted"}
+        pr_code = "pull_request" in _triggers(WORKFLOW_DOCS[wf])
+        assert roles == ({"pr-untrusted"} if pr_code else {"trusted"}), f"{wf}:{job_name}"
+
+
+def test_pr_job_installs_into_a_venv_of_its_own():
+    bench = WORKFLOW_DOCS["pr-bench.yml"]["jobs"]["bench"]
+    gate = next(s for s in bench["steps"] if "pr_gate.sh" in s.get("run", ""))
+    assert gate["env"]["LTX2K_VENV"].startswith("${{ runner.temp }}/")
+
+
+def test_pr_comment_job_runs_the_default_branchs_script():
+    comment = WORKFLOW_DOCS["pr-bench-comment.yml"]["jobs"]["comment"]
+    checkout = next(
+        s for s in comment["steps"] if s.get("uses", "").startswith("actions/checkout@")
+    )
+    assert checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
 
 
 def test_pr_job_checks_out_the_labelled_commit():
@@ -891,6 +920,19 @@ def test_pr_comment_rejects_doctored_artifacts(sandbox, verdict):
     r = sandbox.run("pr_comment.sh", GH_REPO="o/r", LTX2K_RUN_HEAD_SHA=head, FAKE_PR_HEAD=head)
     assert r.returncode != 0
     assert sandbox.calls("gh") == []
+
+
+def test_pr_comment_is_capped_and_mentions_nobody(sandbox):
+    head = sandbox.commits[-1]
+    _artifact(sandbox, "h200", pr=5, head=head, verdict="regressed")
+    report = sandbox.root / "artifacts" / "pr-bench-h200" / "report.md"
+    report.write_text("@maintainer look\n" + "| a | b |\n" * 20_000)
+    r = sandbox.run("pr_comment.sh", GH_REPO="o/r", LTX2K_RUN_HEAD_SHA=head, FAKE_PR_HEAD=head)
+    assert r.returncode == 0, r.stderr
+    body = sandbox.calls("gh")[-1]["body"]
+    assert len(body) <= 20_000
+    assert "truncated" in body and "artifacts" in body
+    assert "@maintainer" not in body and "@\u200bmaintainer" in body
 
 
 def test_pr_comment_without_artifacts_posts_nothing(sandbox):

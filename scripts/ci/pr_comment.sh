@@ -39,9 +39,12 @@ trap 'rm -f "$body"' EXIT
 # Python for the JSON and the size cap; it reads the artifacts as data only.
 pr=$(MARKER=$marker RUN_HEAD=$run_head RUN_URL=${LTX2K_RUN_URL:-} BODY=$body \
     python3 - "${verdicts[@]}" <<'PY'
-import json, os, pathlib, sys
+import json, os, pathlib, re, sys
 
-LIMIT = 60000  # GitHub rejects comment bodies over 65536 characters
+# GitHub takes up to 65536 characters, but report.md comes from a machine that ran
+# PR code: a reviewer should not have to scroll through that much of it. The full
+# reports stay in the run's artifacts.
+LIMIT = 20000
 ICON = {"ok": "✅", "insufficient": "⚪", "regressed": "❌", "error": "💥"}
 env = os.environ
 rows, sections, prs = [], [], set()
@@ -59,6 +62,8 @@ for path in map(pathlib.Path, sys.argv[1:]):
     rows.append(f"| {gpu} | {ICON[verdict]} {verdict} |")
     report = path.with_name("report.md")
     text = report.read_text(errors="replace") if report.is_file() else "(no report.md)"
+    # No @-mentions from untrusted text: they would notify whoever they name.
+    text = re.sub(r"@(?=[A-Za-z0-9])", "@\u200b", text)
     sections.append(text)
 if len(prs) != 1:
     sys.exit(f"artifacts name several PRs: {sorted(prs)}")
@@ -78,10 +83,12 @@ foot = [
     "_Benchmarks run only while the `benchmark` label is on the PR. For a PR from a fork, "
     "a maintainer must remove and re-apply the label after every new push._",
 ]
+NOTE = "\n\n(truncated to keep this comment under {} characters; the full report is in the run's artifacts)\n"
 room = LIMIT - len("\n".join(head + foot)) - 200
 parts = []
 for s in sections:
-    chunk = s if len(s) <= room else s[: max(room, 0)] + "\n\n(truncated; see the run's artifacts)\n"
+    note = NOTE.format(LIMIT)
+    chunk = s if len(s) <= room else s[: max(room - len(note), 0)] + note
     room -= len(chunk)
     parts.append(chunk)
 pathlib.Path(env["BODY"]).write_text("\n".join(head + parts + foot) + "\n")
