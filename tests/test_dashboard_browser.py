@@ -2,7 +2,11 @@
 
 The site is served over HTTP on 127.0.0.1 (asv's pages fetch JSON with XHR,
 which file:// URLs refuse), exactly as a static host would serve it.
-Screenshots land in artifacts/ (gitignored) for CI to keep.
+Screenshots land in artifacts/ (gitignored) for CI to keep; the first screen at
+1400x900 is artifacts/dashboard-first-screen.png (docs/img/ holds a copy).
+
+Every request the pages make is routed through the test: anything that is not
+the local server is aborted and recorded, and each test asserts there was none.
 
 Needs /usr/bin/chromium and the ``playwright`` package
 (``scripts/install_browser.sh``). Without chromium the tests skip locally;
@@ -14,6 +18,7 @@ from __future__ import annotations
 import functools
 import http.server
 import io
+import json
 import os
 import threading
 from pathlib import Path
@@ -22,7 +27,7 @@ from urllib.parse import quote
 import pytest
 
 from ltx2k.history.synthetic import generate_history
-from ltx2k.report import page, publish
+from ltx2k.report import firstscreen, page, publish
 
 pytestmark = pytest.mark.slow
 
@@ -46,10 +51,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+FIRST_SCREEN_PNG = "dashboard-first-screen.png"
 BENCHMARK = "bench_kernels.SplitRope.time_device_cold"
 SHAPE = "B1_S1024_H32_D128"
-# A visible head-commit step, so the screenshot shows what the dashboard is for.
-STEP = f"h100-80gb-hbm3:SplitRope.time_device_cold:blocked:{SHAPE}:commit=9:+30%"
+N_COMMITS = 20
+STEP_GPU = "a100-sxm4-80gb"
+VARIANT = firstscreen.default_variant("split_rope")
+# An A100-only step of the default variant at the head commit: the first screen
+# must name that GPU, the cell and the commit, and colour it on the A100 only.
+STEP = f"{STEP_GPU}:SplitRope.time_device_cold:{VARIANT}:{SHAPE}:commit={N_COMMITS - 1}:+30%"
+COMMIT_URL = "https://github.com/example-owner/ltx2k/commit/"
 TIMEOUT_MS = 30_000
 
 
@@ -77,7 +88,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    h = generate_history(tmp_path_factory.mktemp("synth") / "h", n_commits=10, steps=[STEP], seed=3)
+    h = generate_history(
+        tmp_path_factory.mktemp("synth") / "h", n_commits=N_COMMITS, steps=[STEP], seed=3
+    )
+    conf = json.loads(h.conf.read_text())
+    conf["show_commit_url"] = COMMIT_URL  # the configured pattern the links must follow
+    h.conf.write_text(json.dumps(conf))
     html = tmp_path_factory.mktemp("site") / "html"
     report = publish.latest_vs_previous(h.results_dir, repo=h.repo)  # as `ltx2k publish` does
     result = publish.publish(
@@ -110,16 +126,33 @@ def browser():
 
 
 @pytest.fixture
-def page_(browser):
-    """A fresh page that records failed requests and JS errors."""
+def page_(browser, base_url):
+    """A fresh page that records failed requests and JS errors, and keeps every request
+    on the local server: others are aborted and listed in ``page_.external``."""
     pg = browser.new_page(viewport={"width": 1400, "height": 900})
     pg.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
+    external: list[str] = []
+
+    def route(r):
+        url = r.request.url
+        if url.startswith((base_url + "/", "data:", "blob:")):
+            r.continue_()
+        else:
+            external.append(url)
+            r.abort()
+
+    pg.route("**/*", route)
     pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-    pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    pg.on(
+        "requestfailed",
+        lambda r: r.url in external or errors.append(f"request failed: {r.url}"),
+    )
     pg.on("response", lambda r: r.status >= 400 and errors.append(f"HTTP {r.status}: {r.url}"))
     pg.errors = errors
+    pg.external = external
     yield pg
+    assert not external, f"requests that would leave the machine: {external}"
     pg.close()
 
 
@@ -155,8 +188,8 @@ def test_asv_regressions_page_lists_the_injected_step(site, base_url, page_):
     links = page_.locator("#regressions-body table:not(.ignored) tbody a").evaluate_all(
         "links => links.map(a => [a.textContent, decodeURIComponent(a.href)])"
     )
-    hits = [text for text, href in links if BENCHMARK in text and "h100-80gb-hbm3" in href]
-    assert hits and all(SHAPE in text and "blocked" in text for text in hits), links
+    hits = [text for text, href in links if BENCHMARK in text and STEP_GPU in href]
+    assert hits and all(SHAPE in text and VARIANT in text for text in hits), links
     _screenshot(page_, "regressions.png")
     assert not page_.errors, page_.errors
 
@@ -175,7 +208,8 @@ def test_summary_page_renders_with_all_images(site, base_url, page_):
     images = page_.evaluate(
         "Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])"
     )
-    assert len(images) == 7  # matrix + history, speedup, bandwidth per kernel
+    # matrix + per kernel: two histories, speedup, bandwidth, roofline, cross-GPU
+    assert len(images) == 1 + 6 * 2
     broken = [src for src, complete, width in images if not complete or width <= 0]
     assert not broken, f"images that did not load: {broken}"
     listed = page_.locator("#machines-table tbody tr").evaluate_all(
@@ -188,4 +222,108 @@ def test_summary_page_renders_with_all_images(site, base_url, page_):
     assert colour == "rgb(214, 39, 40)"  # plots.FLAG_COLOURS["regression"], #d62728
     _screenshot(page_, "summary.png")
     page_.screenshot(path=str(ARTIFACTS / "summary_full.png"), full_page=True)
+    assert not page_.errors, page_.errors
+
+
+# --- the first screen ---------------------------------------------------------------------
+
+
+def _fs_cell(machine: str, kernel: str, shape: str, col: str) -> str:
+    return f"#{firstscreen.table_id(machine, kernel)} tr[data-shape='{shape}'] td[data-col='{col}']"
+
+
+def _stored_value(result_dir: Path, machine: str, commit: str, benchmark: str, combo) -> float:
+    """The value asv stored in the result file (the median of its samples for timings)."""
+    import itertools
+
+    from asv.results import Results
+
+    (path,) = (result_dir / machine).glob(f"{commit[:8]}-*.json")
+    res = Results.load(str(path))
+    params = res.get_result_params(benchmark)
+    values = res.get_result_value(benchmark, params)
+    combos = [tuple(c) for c in itertools.product(*params)]
+    return values[combos.index(tuple(repr(x) for x in combo))]
+
+
+def _show_gpu(pg, machine: str) -> None:
+    pg.click(f".gpu-btn[data-machine='{machine}']")
+    pg.wait_for_selector(f"#gpu-{machine}", state="visible")
+
+
+def test_first_screen_values_are_the_result_files_medians(site, base_url, page_):
+    h, _ = site
+    head = h.commits[-1]
+    page_.goto(f"{base_url}/{page.SUMMARY_HTML}")
+    cells = [
+        ("split_rope", "SplitRope", "time_device_cold", "cold", SHAPE, "µs"),
+        ("split_rope", "SplitRope", "time_host_latency", "host", "B4_S25_H32_D64", "µs"),
+        ("ada_values9", "AdaValues9", "track_pct_copy_bandwidth", "bw", "B2_S6144_D4096_bf16", "%"),
+    ]
+    for machine in h.machines:
+        _show_gpu(page_, machine)
+        for kernel, cls, metric, col, shape, unit in cells:
+            variant = firstscreen.default_variant(kernel)
+            stored = _stored_value(
+                h.results_dir, machine, head, f"bench_kernels.{cls}.{metric}", (variant, shape)
+            )
+            want = stored * 1e6 if unit == "µs" else stored
+            td = page_.locator(_fs_cell(machine, kernel, shape, col))
+            assert td.is_visible()
+            assert float(td.get_attribute("data-value")) == pytest.approx(want, rel=1e-12)
+            assert td.locator(".v").inner_text() == firstscreen.fmt(want, unit)
+            assert f"machine {machine}" in td.get_attribute("title")
+    assert not page_.errors, page_.errors
+
+
+def test_first_screen_names_the_a100_step_and_colours_it_there_only(site, base_url, page_):
+    h, _ = site
+    head = h.commits[-1]
+    page_.goto(f"{base_url}/{page.SUMMARY_HTML}")
+    page_.wait_for_load_state("load")
+    # The GPU with the regression is the one shown first, and the status line names it,
+    # the cell and the commit, with the commit linked to the configured URL pattern.
+    assert page_.locator(f"#gpu-{STEP_GPU}").is_visible()
+    status = page_.locator("#status-line")
+    text = " ".join(status.inner_text().split())
+    assert f"1 regression on {STEP_GPU} since {head[:8]}" in text
+    assert f"split_rope {VARIANT} {SHAPE} device time, cold L2" in text
+    assert "0 elsewhere" in text
+    commit_links = status.locator("a.commit").evaluate_all("as => as.map(a => a.href)")
+    assert commit_links and set(commit_links) == {COMMIT_URL + head}
+    cell = page_.locator(_fs_cell(STEP_GPU, "split_rope", SHAPE, "cold"))
+    box = cell.bounding_box()
+    assert box and box["y"] + box["height"] <= 900, "the flagged cell is below the fold"
+    _screenshot(page_, FIRST_SCREEN_PNG)
+    red = "rgb(214, 39, 40)"  # plots.FLAG_COLOURS["regression"], #d62728
+    assert cell.evaluate("td => getComputedStyle(td).backgroundColor") == red
+    assert cell.get_attribute("data-first-bad") == head
+    step_link = cell.locator(".step a.commit")
+    assert step_link.get_attribute("href") == COMMIT_URL + head
+    for machine in h.machines:
+        if machine == STEP_GPU:
+            continue
+        _show_gpu(page_, machine)
+        assert not page_.locator(f"#gpu-{STEP_GPU}").is_visible()
+        other = page_.locator(_fs_cell(machine, "split_rope", SHAPE, "cold"))
+        assert other.get_attribute("data-flag") == "ok"
+        assert other.evaluate("td => getComputedStyle(td).backgroundColor") != red
+    # The status line's link brings the flagged cell (and its GPU) back.
+    status.locator("a[href^='#']").first.click()
+    assert page_.locator(f"#gpu-{STEP_GPU}").is_visible()
+    assert cell.is_visible()
+    assert not page_.errors, page_.errors
+
+
+def test_a_first_screen_value_opens_asvs_graph_of_that_cell(site, base_url, page_):
+    page_.goto(f"{base_url}/{page.SUMMARY_HTML}")
+    page_.locator(_fs_cell(STEP_GPU, "split_rope", SHAPE, "cold")).locator("a.v").click()
+    page_.wait_for_url(f"{base_url}/index.html#{BENCHMARK}?*")
+    page_.wait_for_selector("#main-graph canvas.flot-base")
+    panel = page_.locator("#graphdisplay-navigation .panel", has_text="machine").first
+    active = panel.locator(".panel-body a.btn.active").all_inner_texts()
+    assert [a.strip() for a in active] == [STEP_GPU]
+    legend = page_.inner_text("#main-graph .legend")
+    assert VARIANT in legend and SHAPE in legend
+    page_.wait_for_load_state("networkidle")
     assert not page_.errors, page_.errors
