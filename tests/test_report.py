@@ -772,3 +772,132 @@ def test_publish_links_commits_and_names_files_and_gpus(history, tmp_path):
     )
     for field in ("driver", "cuda", "torch", "triton"):
         assert f'data-env="{field}"' in text
+
+
+# --- publish is all or nothing -----------------------------------------------------------------
+
+
+def _site_state(html: Path) -> dict[str, str] | None:
+    """Every file of the site with its hash; None when html/ does not exist."""
+    if not html.exists():
+        return None
+    return {
+        p.relative_to(html).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(html.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _complete(html: Path) -> bool:
+    """A finished site: asv's post-processed index, the summary and every image it shows."""
+    index, summary = html / "index.html", html / page.SUMMARY_HTML
+    if not (index.is_file() and summary.is_file() and (html / "index.json").is_file()):
+        return False
+    if publish.SUMMARY_LINK_ID not in index.read_text(encoding="utf-8"):
+        return False
+    text = summary.read_text(encoding="utf-8")
+    srcs = re.findall(r'<img src="([^"]+)"', text)
+    return text.rstrip().endswith("</html>") and srcs and all((html / s).is_file() for s in srcs)
+
+
+@pytest.fixture(scope="module")
+def small_history(tmp_path_factory):
+    return generate_history(
+        tmp_path_factory.mktemp("small") / "h", n_commits=3, machines=("h200",), n_samples=3
+    )
+
+
+def _publish_cmd(h, html: Path) -> list[str]:
+    import sys
+
+    code = (
+        "import io, sys\n"
+        "from ltx2k.report import publish\n"
+        "publish.publish(sys.argv[1], sys.argv[2], sys.argv[3], repo=sys.argv[4],"
+        " log=io.StringIO())\n"
+    )
+    return [sys.executable, "-c", code, str(h.conf), str(h.results_dir), str(html), str(h.repo)]
+
+
+@pytest.mark.slow
+def test_a_killed_publish_leaves_the_old_site_or_the_new_one(small_history, tmp_path):
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    h = small_history
+    html = tmp_path / "html"
+
+    def run(delay: float | None) -> None:
+        proc = subprocess.Popen(_publish_cmd(h, html))
+        if delay is None:
+            assert proc.wait(timeout=300) == 0
+            return
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+
+    # Killed before html/ ever existed: nothing, or a complete site.
+    start = time.monotonic()
+    run(None)
+    full = time.monotonic() - start
+    assert _complete(html)
+    shutil.rmtree(html)
+    run(full * 0.6)
+    assert _site_state(html) is None or _complete(html)
+
+    run(None)
+    old = _site_state(html)
+    seen_new = seen_old = 0
+    for frac in (0.2, 0.5, 0.8, 0.95, 1.05):
+        run(full * frac)
+        now = _site_state(html)
+        assert now is not None, f"killed at {frac:.0%} of a publish: html/ is gone"
+        if now == old:
+            seen_old += 1
+        else:
+            assert _complete(html), f"killed at {frac:.0%}: html/ is neither old nor new: {now}"
+            seen_new += 1
+            old = now
+    assert seen_old, "no kill landed before the swap: the test did not test anything"
+    # The next publish removes what the killed ones left next to html/.
+    run(None)
+    assert _complete(html)
+    assert not list(tmp_path.glob(".html.publish-*"))
+
+
+def test_swap_in_without_an_atomic_exchange_keeps_or_restores_the_old_site(tmp_path, monkeypatch):
+    import subprocess
+
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("old")
+    monkeypatch.setattr(publish, "_rename_exchange", lambda a, b: False)
+    work = tmp_path / ".html.publish-1-a"
+    (work / "html").mkdir(parents=True)
+    (work / "html" / "index.html").write_text("new")
+    publish.swap_in(work / "html", html)
+    assert (html / "index.html").read_text() == "new"
+    assert (work / "old" / "index.html").read_text() == "old"
+    # A publish killed between the two renames: html/ is missing, the old site is aside.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".html.publish-{dead.pid}-b"
+    (stale / "old").mkdir(parents=True)
+    (stale / "old" / "index.html").write_text("older")
+    import shutil
+
+    shutil.rmtree(html)
+    assert publish.sweep_stale_builds(html) == [stale]
+    assert (html / "index.html").read_text() == "older"
+    assert not stale.exists()
+
+
+def test_a_live_publishs_build_folder_is_left_alone(tmp_path):
+    import os
+
+    live = tmp_path / f".html.publish-{os.getpid()}-c"
+    live.mkdir()
+    assert publish.sweep_stale_builds(tmp_path / "html") == []
+    assert live.is_dir()

@@ -115,31 +115,43 @@ def publish(
 
     records, problems = load_results(results)
     problems = list(problems)
-    with tempfile.TemporaryDirectory(prefix="ltx2k-publish-") as tmp:
-        tmp = Path(tmp)
-        conf = _staged_conf(conf_path, html, repo)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_builds(html)
+    # Everything is built next to html/ and swapped in at the end, so a publish
+    # killed at any point leaves the previous site (or none), never half of one.
+    work = Path(tempfile.mkdtemp(prefix=_build_prefix(html) + f"{os.getpid()}-", dir=html.parent))
+    try:
+        build = work / "html"
+        conf = _staged_conf(conf_path, build, repo)
         commit_base = _commit_base(conf)
-        staged = _stage_results(results, tmp / "results", conf, problems)
+        staged = _stage_results(results, work / "results", conf, problems)
         conf["results_dir"] = str(staged)
-        tmp_conf = tmp / "asv.conf.json"
+        tmp_conf = work / "asv.conf.json"
         tmp_conf.write_text(json.dumps(conf, indent=2), encoding="utf-8")
         asv_ok = _run_asv_publish(tmp_conf, conf_path, problems)
-    if asv_ok:
-        _post_process_index(html, problems)
-    else:
-        html.mkdir(parents=True, exist_ok=True)
+        if asv_ok:
+            _post_process_index(build, problems)
+        else:
+            build.mkdir(parents=True, exist_ok=True)
 
-    summary = page.build_summary(
-        html,
-        records,
-        problems,
-        report=report,
-        machines_info=_machines_info(results),
-        last=last,
-        commit_base=commit_base,
-        results_dir=results,
-        results_label=_results_label(results, conf_path),
-    )
+        summary = page.build_summary(
+            build,
+            records,
+            problems,
+            report=report,
+            machines_info=_machines_info(results),
+            last=last,
+            commit_base=commit_base,
+            results_dir=results,
+            results_label=_results_label(results, conf_path),
+        )
+        swap_in(build, html)
+    finally:
+        old = work / _OLD
+        if old.is_dir() and not os.path.lexists(html):
+            os.rename(old, html)  # the fallback swap failed half-way: keep the old site
+        shutil.rmtree(work, ignore_errors=True)
+    summary = html / summary.name
     _log_problems(problems, log)
     return PublishResult(html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok)
 
@@ -191,6 +203,94 @@ def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
     return regress.compare(
         records, commits[-1], last=regress.DEFAULT_LAST, repo=repo, problems=problems
     )
+
+
+# --- building next to html/ and swapping it in ------------------------------------------
+
+# Linux renameat2(2) flag: exchange two paths atomically (both must exist).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_OLD = "old"  # where the two-rename fallback puts the previous site
+
+
+def _build_prefix(html: Path) -> str:
+    return f".{html.name}.publish-"
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import errno
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False  # a libc without renameat2 (glibc < 2.28, some musl)
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False  # a filesystem or kernel that cannot exchange
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_in(build: Path, html: Path) -> None:
+    """Make the finished site ``build`` the content of ``html``; the old one goes to build's place.
+
+    Without an html/ yet, one rename. With one, an atomic exchange where the
+    OS has it; elsewhere two renames (html/ aside into the build folder, the
+    build in), which a kill between them leaves without html/ until the next
+    publish puts the old site back (:func:`sweep_stale_builds`).
+    """
+    if not os.path.lexists(html):
+        try:
+            os.rename(build, html)
+            return
+        except OSError:
+            if not os.path.lexists(html):
+                raise
+            # another publish got there first: exchange with its result below
+    if _rename_exchange(build, html):
+        return
+    aside = build.parent / _OLD
+    os.rename(html, aside)
+    os.rename(build, html)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def sweep_stale_builds(html: Path) -> list[Path]:
+    """Remove build folders that publishes killed before they finished; return them.
+
+    A folder whose process still runs is left alone. If html/ is missing and a
+    dead publish had moved the old site aside, that site is put back first.
+    """
+    removed = []
+    prefix = _build_prefix(html)
+    for d in sorted(html.parent.glob(prefix + "*")):
+        m = re.match(re.escape(prefix) + r"(\d+)-", d.name)
+        if not d.is_dir() or m is None or _pid_alive(int(m.group(1))):
+            continue
+        old = d / _OLD
+        if old.is_dir() and not os.path.lexists(html):
+            os.rename(old, html)
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
 
 
 # --- inputs -----------------------------------------------------------------------------
