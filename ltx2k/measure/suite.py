@@ -9,15 +9,17 @@ dominate the suite's cost.
 
 from __future__ import annotations
 
-import functools
+import json
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ltx2k import cases, runtime
 from ltx2k.measure import allocations as _alloc
-from ltx2k.measure import bandwidth, device_time, forked, gate, host
+from ltx2k.measure import bandwidth, device_time, gate, host
 
 METRICS = ("device_cold", "device_warm", "host")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
@@ -122,42 +124,56 @@ def allocations(kernel: str, variant: str, shape) -> int:
 
 # Calibrated host latency: processes per value and samples per process. The
 # spread it has to beat is between processes (docs/history.md, "Host
-# latency"), so a value is the median of several processes; samples are cheap
-# (about a millisecond each) next to a process's start.
-HOST_CALIBRATED_PROCESSES_GPU = 6
+# latency"), so a value is the median of several fresh processes; samples are
+# cheap (about a millisecond each) next to a process's start.
+HOST_CALIBRATED_PROCESSES_GPU = 4
 HOST_CALIBRATED_SAMPLES_GPU = 100
+# A measuring process imports torch, creates a CUDA context and gates the kernel.
+_CALIBRATED_PROCESS_TIMEOUT_S = 120
 
 
-def _calibrated_child(kernel: str, variant: str, shape) -> dict:
+def calibrated_in_this_process(kernel: str, variant: str, shape) -> float:
+    """This process's host latency per call, in reference calls (``host.REFERENCE_CALL``)."""
     timed = prepare(kernel, variant, shape, "host")  # gated: a wrong kernel raises here
     on_gpu = _on_gpu()
     calls = HOST_BATCH_GPU if on_gpu else 1
     samples = HOST_CALIBRATED_SAMPLES_GPU if on_gpu else 2
-    return {"ratio": host.calibrated_ratio(timed.run, calls, on_gpu, samples)}
+    return host.calibrated_ratio(timed.run, calls, on_gpu, samples)
 
 
 def host_calibrated(kernel: str, variant: str, shape, processes: int | None = None) -> list[float]:
-    """Host latency per call in reference calls (``host.REFERENCE_CALL``), one value per process.
+    """Host latency per call in reference calls, one value per fresh process.
 
-    Each value comes from a fresh forked process, as asv's own benchmark
-    processes are, so that what differs between processes is sampled, not
-    frozen. The caller must not have created a CUDA context (the children
-    could not use it). A process that fails raises ``RuntimeError`` with its
-    error: a kernel that fails its correctness gate never gets a number.
+    Each value comes from its own interpreter (``python -m
+    ltx2k.measure.calibrated``), started one after another. A process that
+    fails raises ``RuntimeError`` with its error: a kernel that fails its
+    correctness gate never gets a number.
     """
     if processes is None:
         processes = HOST_CALIBRATED_PROCESSES_GPU if _on_gpu() else 2
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
+    cmd = [sys.executable, "-m", "ltx2k.measure.calibrated", kernel, variant, shape.label]
+    what = f"calibrated host latency of {kernel} {variant} {shape.label}"
     values = []
     for _ in range(processes):
-        got, _ = forked.run_forked(functools.partial(_calibrated_child, kernel, variant, shape))
-        if "ratio" not in got:
-            raise RuntimeError(
-                f"calibrated host latency of {kernel} {variant} {shape.label}: "
-                f"a benchmark process failed: {got.get('error')}"
+        try:
+            p = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=_CALIBRATED_PROCESS_TIMEOUT_S
             )
-        values.append(got["ratio"])
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"{what}: a measuring process ran past {e.timeout} s") from e
+        lines = p.stdout.strip().splitlines()
+        try:
+            got = json.loads(lines[-1]) if lines else {}
+        except json.JSONDecodeError:
+            got = {}
+        if "ratio" not in got:
+            detail = got.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(
+                f"{what}: a measuring process failed (exit status {p.returncode}): {detail}"
+            )
+        values.append(float(got["ratio"]))
     return values
 
 
