@@ -8,7 +8,7 @@ Metrics per (variant, shape):
   track_pct_copy_bandwidth  minimum bytes / cold device time, % of this GPU's measured copy
                      bandwidth (HIGHER is better: ltx2k regress knows; asv assumes lower)
   track_host_calibrated  host latency per call in units of one eager torch.add timed
-                     interleaved in the same process; median of several fresh processes. Only
+                     interleaved in the same process; median of several processes. Only
                      the default variant at host-bound shapes (shapes.HOST_BOUND_SHAPES):
                      the host-latency number a percent-level step can be seen in
 

@@ -9,17 +9,15 @@ dominate the suite's cost.
 
 from __future__ import annotations
 
-import json
+import functools
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ltx2k import cases, runtime
 from ltx2k.measure import allocations as _alloc
-from ltx2k.measure import bandwidth, device_time, gate, host
+from ltx2k.measure import bandwidth, device_time, forked, gate, host
 
 METRICS = ("device_cold", "device_warm", "host")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
@@ -124,12 +122,10 @@ def allocations(kernel: str, variant: str, shape) -> int:
 
 # Calibrated host latency: processes per value and samples per process. The
 # spread it has to beat is between processes (docs/history.md, "Host
-# latency"), so a value is the median of several fresh processes; samples are
-# cheap (about a millisecond each) next to a process's start.
+# latency"), so a value is the median of several processes; samples are cheap
+# (about a millisecond each) next to a process's start.
 HOST_CALIBRATED_PROCESSES_GPU = 4
 HOST_CALIBRATED_SAMPLES_GPU = 100
-# A measuring process imports torch, creates a CUDA context and gates the kernel.
-_CALIBRATED_PROCESS_TIMEOUT_S = 120
 
 
 def calibrated_in_this_process(kernel: str, variant: str, shape) -> float:
@@ -141,39 +137,34 @@ def calibrated_in_this_process(kernel: str, variant: str, shape) -> float:
     return host.calibrated_ratio(timed.run, calls, on_gpu, samples)
 
 
-def host_calibrated(kernel: str, variant: str, shape, processes: int | None = None) -> list[float]:
-    """Host latency per call in reference calls, one value per fresh process.
+def _calibrated_child(kernel: str, variant: str, shape) -> dict:
+    return {"ratio": calibrated_in_this_process(kernel, variant, shape)}
 
-    Each value comes from its own interpreter (``python -m
-    ltx2k.measure.calibrated``), started one after another. A process that
-    fails raises ``RuntimeError`` with its error: a kernel that fails its
-    correctness gate never gets a number.
+
+def host_calibrated(kernel: str, variant: str, shape, processes: int | None = None) -> list[float]:
+    """Host latency per call in reference calls, one value per forked process.
+
+    Forked, as asv forks its benchmark processes. Fresh interpreters would be
+    independent of each other inside one run, but measured along a history of
+    no-op commits on the H200 they moved between runs as much as forked
+    children do, at four times the cost (docs/history.md, "Host latency").
+    The caller must not have created a CUDA context (the children could not
+    use it). A process that fails raises ``RuntimeError`` with its error: a
+    kernel that fails its correctness gate never gets a number.
     """
     if processes is None:
         processes = HOST_CALIBRATED_PROCESSES_GPU if _on_gpu() else 2
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
-    cmd = [sys.executable, "-m", "ltx2k.measure.calibrated", kernel, variant, shape.label]
-    what = f"calibrated host latency of {kernel} {variant} {shape.label}"
     values = []
     for _ in range(processes):
-        try:
-            p = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=_CALIBRATED_PROCESS_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"{what}: a measuring process ran past {e.timeout} s") from e
-        lines = p.stdout.strip().splitlines()
-        try:
-            got = json.loads(lines[-1]) if lines else {}
-        except json.JSONDecodeError:
-            got = {}
+        got, _ = forked.run_forked(functools.partial(_calibrated_child, kernel, variant, shape))
         if "ratio" not in got:
-            detail = got.get("error") or (p.stderr.strip().splitlines() or ["no output"])[-1]
             raise RuntimeError(
-                f"{what}: a measuring process failed (exit status {p.returncode}): {detail}"
+                f"calibrated host latency of {kernel} {variant} {shape.label}: "
+                f"a measuring process failed: {got.get('error')}"
             )
-        values.append(float(got["ratio"]))
+        values.append(got["ratio"])
     return values
 
 
