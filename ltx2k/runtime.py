@@ -59,7 +59,7 @@ class ContextKeeper:
     process pays the full GPU initialisation again. One idle context held by a
     side process has the effect of persistence mode without root or a change to
     the GPU's settings; it launches nothing, so it does not compete for the GPU.
-    ``scripts/process_cost.py`` measures the difference.
+    ``tools/experiments/process_cost.py`` measures the difference.
     """
 
     def __init__(self, python: str | None = None):

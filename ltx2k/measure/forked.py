@@ -1,10 +1,10 @@
 """Run a function in a forked child, as asv's forkserver runs each benchmark, and get its result.
 
 What a benchmark process pays once (a CUDA context, the first load of a kernel,
-a compile) only shows in a fresh process; the per-process cost scripts
-(``scripts/process_cost.py``, ``scripts/host_spread.py``) measure it here. The
-parent must not have created a CUDA context before forking: the child could
-not use CUDA (asv's forkserver keeps the same rule).
+a compile) only shows in a fresh process; the per-process cost experiments
+(``tools/experiments/process_cost.py``, ``tools/experiments/host_spread.py``)
+measure it here. The parent must not have created a CUDA context before
+forking: the child could not use CUDA (asv's forkserver keeps the same rule).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ graph capture) and 20 samples, plus the whole fork-to-reap wall time (which
 includes tearing the context down). It does so twice: without and with
 ``ltx2k.runtime.ContextKeeper`` holding a context open.
 
-Usage: python scripts/process_cost.py [--json OUT]
+Usage: python tools/experiments/process_cost.py [--json OUT]
 asv's own per-benchmark overhead is not in here; compare the sum with an
 ``asv run`` wall time to see it.
 """

@@ -1,9 +1,10 @@
 """Run-to-run noise: compare the medians of two asv result sets of the same commit.
 
-Usage: python scripts/noise_check.py RESULTS_A RESULTS_B [--min-us 10] [--bar 2]
-                                     [--benchmarks GLOB] [--json OUT]
+Usage: python tools/experiments/noise_check.py RESULTS_A RESULTS_B [--min-us 10] [--bar 2]
+                                              [--benchmarks GLOB] [--json OUT]
 Compares, per benchmark x params measured in both runs (default: device time,
-the metric issue 3's 2% bar is about), the relative difference of the medians;
+the metric the 2% run-to-run target in docs/measurement.md is about), the
+relative difference of the medians;
 prints the worst case among those >= --min-us and every cell over --bar %. Cells
 not re-run in B (identical samples) are left out, by the same pairing as
 ``ltx2k power`` (ltx2k.analysis.power.pair_runs).

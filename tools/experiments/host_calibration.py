@@ -11,13 +11,15 @@ measures which of three means makes it watchable:
   launch path) and divide, so a process that is slow as a whole cancels;
 - both.
 
-For each case it forks ``--procs`` processes (as asv's forkserver does), then
-judges every mean the way ``ltx2k regress`` would: histories of
-``--runs`` runs resampled from the measured processes are given to the
-change-point detector, unchanged (false flags) and with a 10% step at HEAD
-or up to 4 commits before it (detection within 3 commits).
+For each case it forks ``--procs`` processes per pinning mode (as asv's
+forkserver does) and prints the per-process spread of the raw and calibrated
+values. ``judge()`` then scores a mean the way ``ltx2k regress`` would, from
+the ``--json`` rows (it is not called by ``main``): histories of ``runs`` runs
+resampled from the measured processes are given to the change-point detector,
+unchanged (false flags) and with a 10% step at HEAD or up to 4 commits before
+it (detection within 3 commits).
 
-Usage: python scripts/host_calibration.py [--procs 16] [--runs 10] [--json OUT]
+Usage: python tools/experiments/host_calibration.py [--procs 16] [--json OUT]
 """
 
 from __future__ import annotations

@@ -1,34 +1,47 @@
 #!/usr/bin/env bash
-# One full validation pass on a GPU runner (used on the lent H200 through the
-# device tool, whose output folder is $OUT): install offline, GPU tests,
-# correctness gate, quick table, profiler cross-check, asv run. Logs -> $OUT.
-# Usage: OUT=/tmp/out bash scripts/gpu_session.sh [STEPS...]   (default: all)
+# One validation pass on a GPU machine, step by step: install offline, GPU tests,
+# correctness gate, quick table, profiler cross-check, asv run, and the one-off
+# experiments next to it (tools/experiments/README.md). Logs and packed results -> $OUT.
+# It was written for a fresh machine that gets a copy of the working tree without
+# its git history, so the asv steps clone the history from a git bundle.
+#
+# Usage: OUT=/tmp/out bash tools/experiments/gpu_validation.sh [STEPS...]
+#        (default steps: info install clone tests check quick crosscheck asv)
+#
+# Inputs (environment):
+#   BUNDLE        git bundle or repository with the history the asv steps measure;
+#                 default: this checkout (`git bundle create repo.bundle main` makes one)
+#   RESULTS_TGZ   optional results.tgz from an earlier pass ($OUT/results.tgz): the asv
+#                 steps continue that history instead of starting an empty one
+#   INTERF_TGZ    optional interference.tgz from an earlier pass, when the interference
+#                 step is split over two machines' time limits (INTERF_CONDITIONS)
+#   WHEELHOUSE    wheel directory for the offline install (default .whl)
 set -uo pipefail
 OUT=${OUT:-/tmp/ltx2k-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
 steps=${*:-"info install clone tests check quick crosscheck asv"}
-log() { echo "=== $(date +%T) $*" | tee -a "$OUT/session.log"; }
+log() { echo "=== $(date +%T) $*" | tee -a "$OUT/validation.log"; }
 for step in $steps; do
   log "$step"
   case $step in
     info) { nvidia-smi; nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
     tests) timeout ${TESTS_TIMEOUT:-150} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_variants_v2.py tests/test_machine.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
-    build) # the native call path's extension (issue 7), built once before anything times it
+    build) # the native call path's C++ extension, built once before anything times it
            python3 -c "import time, torch; torch.cuda.init(); from ltx2k.kernels import _native; t = time.time(); m = _native.build(verbose=True); print(f'native build {time.time() - t:.1f} s; driver: {m.driver_error() or \"ok\"}')" 2>&1 | tee "$OUT/native_build.log" | tail -3 ;;
-    sweep) timeout ${SWEEP_TIMEOUT:-180} python3 scripts/ada_decode_sweep.py --json "$OUT/ada_sweep.json" 2>&1 | tee "$OUT/ada_sweep.log" | tail -40 ;;
+    sweep) timeout ${SWEEP_TIMEOUT:-180} python3 tools/experiments/ada_decode_sweep.py --json "$OUT/ada_sweep.json" 2>&1 | tee "$OUT/ada_sweep.log" | tail -40 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
-    cost) timeout ${COST_TIMEOUT:-150} python3 scripts/process_cost.py --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
-    spread) timeout ${SPREAD_TIMEOUT:-120} python3 scripts/host_spread.py ${SPREAD_ARGS:-} --json "$OUT/host_spread.json" 2>&1 | tee "$OUT/host_spread.log"
+    cost) timeout ${COST_TIMEOUT:-150} python3 tools/experiments/process_cost.py --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
+    spread) timeout ${SPREAD_TIMEOUT:-120} python3 tools/experiments/host_spread.py ${SPREAD_ARGS:-} --json "$OUT/host_spread.json" 2>&1 | tee "$OUT/host_spread.log"
             { lscpu; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor; } > "$OUT/lscpu.txt" 2>&1 ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;
-    crosscheck) python3 scripts/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
-    clone) # The device copy of the tree has no git history; asv needs commits.
-           rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-.carry/repo.bundle}" /tmp/repo && git -C /tmp/repo log --oneline | head -3
+    crosscheck) python3 tools/experiments/crosscheck_profiler.py --json "$OUT/crosscheck.json" 2>&1 | tail -6 ;;
+    clone) # asv measures commits, so it runs in a clone with the history (BUNDLE)
+           rm -rf /tmp/repo && git clone -q -b main "${BUNDLE:-$PWD}" /tmp/repo && git -C /tmp/repo log --oneline | head -3
            git -C /tmp/repo branch -q inject-slowdown origin/inject-slowdown 2>/dev/null
-           # results of an earlier device call (a fresh machine each time) continue the history
-           [ -f .carry/results.tgz ] && tar xzf .carry/results.tgz -C /tmp/repo && ls /tmp/repo/results/* | head -5 ;;
+           # results of an earlier pass (on a fresh machine each time) continue the history
+           [ -f "${RESULTS_TGZ:-}" ] && tar xzf "$RESULTS_TGZ" -C /tmp/repo && ls /tmp/repo/results/* | head -5 ;;
     asv) ( cd /tmp/repo && time timeout ${ASV_TIMEOUT:-480} ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout ${ASV_TIMEOUT:-300} ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
@@ -36,20 +49,20 @@ for step in $steps; do
     asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" ${BASE:-HEAD}~3..${BASE:-HEAD} ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout ${NOISE_TIMEOUT:-150} ltx2k run -- -b "time_device" ${BASE:-HEAD}^! >"$OUT/asv_noise.log" 2>&1;
-             python3 "$OLDPWD/scripts/noise_check.py" /tmp/results_run1 results --json "$OUT/noise.json" ) 2>&1 | tail -8 ;;
+             python3 "$OLDPWD/tools/experiments/noise_check.py" /tmp/results_run1 results --json "$OUT/noise.json" ) 2>&1 | tail -8 ;;
     inject) ( cd /tmp/repo && timeout ${INJECT_TIMEOUT:-120} ltx2k run -- -b "time_device_cold" inject-slowdown^! >"$OUT/asv_inject.log" 2>&1;
               ltx2k regress --results results --repo . --head "$(git rev-parse inject-slowdown)" --baseline ${BASE:-main} --markdown "$OUT/regress_inject.md" --json "$OUT/regress_inject.json" >/dev/null; echo "regress exit $?";
               head -40 "$OUT/regress_inject.md";
               timeout ${CONT_TIMEOUT:-150} python3 -m asv continuous --machine h200 --record-samples -b "SplitRope.time_device_cold" -f 1.05 ${BASE:-main} inject-slowdown 2>&1 | tee "$OUT/asv_continuous.log" | tail -14; echo "asv continuous exit ${PIPESTATUS[0]}" ) 2>&1
             tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
-    interference) # issue 6, on a 2-GPU host; INTERF_CONDITIONS splits it over two calls, the
-                  # first call's OUT carried back in as .carry/interference.tgz
-           [ -d /tmp/interference ] || { [ -f .carry/interference.tgz ] && tar xzf .carry/interference.tgz -C /tmp; }
+    interference) # scripts/interference.sh on a 2-GPU host; INTERF_CONDITIONS splits it over two
+                  # passes, the first pass's $OUT/interference.tgz handed to the second as INTERF_TGZ
+           [ -d /tmp/interference ] || { [ -f "${INTERF_TGZ:-}" ] && tar xzf "$INTERF_TGZ" -C /tmp; }
            ( cd /tmp/repo && LTX2K_PYTHON=python3 LTX2K_CONDITIONS="${INTERF_CONDITIONS:-}" LTX2K_WARMUP_S=${INTERF_WARMUP_S:-20} \
                LTX2K_BENCH="${INTERF_BENCH:-\.time_(device_cold|device_warm|host_latency)}" \
                timeout ${INTERF_TIMEOUT:-540} bash scripts/interference.sh HEAD /tmp/interference ) 2>&1 | grep -v "^\s*$" | tee "$OUT/interference.log" | grep -E "interference\]|real|total" | tail -20
            tar czf "$OUT/interference.tgz" -C /tmp interference ;;
-    shard) # a commit range sharded over every GPU of the host (issue 6, deliverable 1)
+    shard) # a commit range sharded over every GPU of the host (ltx2k shard-run)
            ( cd /tmp/repo && time timeout ${SHARD_TIMEOUT:-240} ltx2k shard-run --results /tmp/shard-results -- \
                -b "${SHARD_BENCH:-time_device_cold|AdaValues9.time_host_latency}" ${SHARD_RANGE:-HEAD~2..HEAD} ) 2>&1 | tee "$OUT/shard.log" | grep -v "^\s*$" | tail -25
            tar czf "$OUT/shard-results.tgz" -C /tmp shard-results ;;
@@ -76,7 +89,7 @@ for step in $steps; do
              } 2>&1 | tee "$OUT/aa.md"
              time timeout ${CONFIRM_TIMEOUT:-300} ltx2k confirm --report "$OUT/regress_step.json" --max-cells ${CONFIRM_CELLS:-1} --json "$OUT/confirm.json"; echo "confirm exit $?"
            ) 2>&1 | tee "$OUT/stepcheck.log" | grep -v "^\s*$" | tail -60 ;;
-    hostcal) timeout ${HOSTCAL_TIMEOUT:-200} python3 scripts/host_calibration.py --procs ${HOSTCAL_PROCS:-16} --json "$OUT/host_calibration.json" 2>&1 | tail -40 ;;
+    hostcal) timeout ${HOSTCAL_TIMEOUT:-200} python3 tools/experiments/host_calibration.py --procs ${HOSTCAL_PROCS:-16} --json "$OUT/host_calibration.json" 2>&1 | tail -40 ;;
     hostcheck) # calibrated host latency along a history with no change in it: a throwaway
            # branch of no-op commits, each measured once; the results are judged offline
            ( cd /tmp/repo && git config user.email bench@localhost && git config user.name bench
@@ -88,7 +101,7 @@ for step in $steps; do
              tar czf "$OUT/results.tgz" results
              ltx2k regress --results results --repo . --head HEAD --last 20 --markdown "$OUT/regress_hostcheck.md" | head -5; echo "regress exit ${PIPESTATUS[0]}"
            ) 2>&1 | tee "$OUT/hostcheck.log" | grep -v "^\s*$" | tail -40 ;;
-    hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 scripts/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
+    hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 tools/experiments/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
   esac

@@ -7,7 +7,7 @@ CUPTI times each kernel from its start to its end on the GPU. Two views:
 - eager-launched: the same calls launched one by one from Python, with host
   gaps between them (idle time in which L2 drains dirty lines, so each kernel
   starts clean: expect it slightly faster than back-to-back).
-Usage: python scripts/crosscheck_profiler.py [--json OUT]
+Usage: python tools/experiments/crosscheck_profiler.py [--json OUT]
 """
 
 from __future__ import annotations

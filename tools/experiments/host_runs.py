@@ -11,7 +11,7 @@ script starts ``--runs`` parents per mode, alternating:
 
 and prints, per mode, the spread inside a run and between run medians.
 
-Usage: python scripts/host_runs.py [--runs 6] [--procs 6] [--json OUT]
+Usage: python tools/experiments/host_runs.py [--runs 6] [--procs 6] [--json OUT]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
    RoPE blocked_lean calls (validation, allocation, views, launch), timed
    in-process over many calls with one sync at the end.
 
-Usage: python scripts/host_spread.py [--procs 10] [--json OUT]
+Usage: python tools/experiments/host_spread.py [--procs 10] [--json OUT]
 """
 
 from __future__ import annotations
