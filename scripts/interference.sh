@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Do concurrent benchmark runs on one host disturb each other? (issue 6; docs/runners.md)
+# Do concurrent benchmark runs on one host disturb each other? (docs/runners.md)
 #
 # Benchmarks one commit on GPU A under four conditions, each into its own asv
 # results dir, then compares them with `ltx2k interference`:
@@ -10,7 +10,7 @@
 #   concurrent-load   GPU B runs a bandwidth-bound copy loop: device-to-device (HBM) and
 #                     pinned host<->device (PCIe, host memory), i.e. an uncontrolled neighbour
 #   alone-repeat      alone again: the control (its flags are the rule's false positives)
-#                     and a check for drift (clocks, temperature) over the session
+#                     and a check for drift (clocks, temperature) over the whole measurement
 #
 # Usage (repo root, a host with >= 2 identical GPUs and nothing else running on them):
 #   bash scripts/interference.sh [COMMIT [OUT]]      defaults: HEAD, interference-<UTC time>

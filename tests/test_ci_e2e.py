@@ -52,8 +52,8 @@ MACHINE = "cpu-interpreter"
 STORE_BRANCH = "asv-results"
 SCRIPT_TIMEOUT = 300  # seconds; a hung asv must fail the test, not the whole CI job
 
-# The subset every benchmarking step runs: the seed and the optimized variant of
-# each kernel on its first CPU shape, for cold device time, host latency and %
+# The subset every benchmarking step runs: sglang's original and the optimized
+# variant of each kernel on its first CPU shape, for cold device time, host latency and %
 # of copy bandwidth (what the summary's history, speedup and roofline plots
 # draw). asv matches --bench against "name('variant', 'shape')"; the regex
 # holds no whitespace because LTX2K_RUN_ARGS is split on it.

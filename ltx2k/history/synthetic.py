@@ -78,7 +78,8 @@ MACHINES: dict[str, dict] = {
 DEFAULT_MACHINES = tuple(MACHINES)
 
 # (bandwidth efficiency, kernel launches, allocations) per kernel variant:
-# the seed variants and eager launch several kernels, the optimized ones one.
+# sglang's original kernels (per_head, separate) reach less of the copy bandwidth
+# and separate launches 9; eager launches several kernels, the optimized ones one.
 _VARIANT_MODEL = {
     ("SplitRope", "per_head"): (0.55, 1, 1),
     ("SplitRope", "blocked"): (0.85, 1, 1),
