@@ -901,3 +901,15 @@ def test_a_live_publishs_build_folder_is_left_alone(tmp_path):
     live.mkdir()
     assert publish.sweep_stale_builds(tmp_path / "html") == []
     assert live.is_dir()
+
+
+def test_a_missing_default_variant_is_stood_in_for_by_its_nearest_relative(loaded):
+    records, _ = loaded
+    default = firstscreen.default_variant("split_rope")
+    without = [r for r in records if r.param_dict.get("variant") != default]
+    (view,) = firstscreen.build_views(without, None, ["h200"])
+    table = next(t for t in view.tables if t.kernel == "split_rope")
+    assert table.default == default and table.variant != default
+    assert default.startswith(table.variant)  # "blocked" stands in for "blocked_native"
+    html = page.render_summary(records=without, problems=[], report=None, images={})
+    assert f"the default, {default}, has no results at this commit" in html

@@ -19,6 +19,7 @@ import html
 import importlib
 import inspect
 import math
+import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -194,9 +195,10 @@ class ScreenCell:
 @dataclass
 class KernelTable:
     kernel: str
-    variant: str | None
+    variant: str | None  # the variant shown
     columns: list[Column]
     rows: list[tuple[str, list[ScreenCell]]]  # (shape, cells in column order)
+    default: str | None = None  # the kernel's default, when another variant stands in for it
 
 
 @dataclass
@@ -280,6 +282,45 @@ def _screen_cell(col, recs, variant, window, machine, rows_by_key, prov) -> Scre
     )
 
 
+def _judged_window(report: Report | None, machine: str, dates: Mapping[str, int]) -> list:
+    """The machine's commits as the report judged them, oldest first; [] if it did not."""
+    if report is None or report.baseline.kind != "last-n" or report.head not in dates:
+        return []
+    before = report.baseline.by_machine.get(machine)
+    if before is None:
+        return []
+    return [c for c in reversed(before) if c in dates] + [report.head]
+
+
+def _shown_variant(kernel: str, default: str, index, machine: str, head: str | None) -> str:
+    """The default variant, or, when it has no cold time at head (a run of a subset, an old
+    commit), the Triton variant that has one and shares the most leading name words with it."""
+
+    def has(v):
+        return any(
+            r.commit == head and r.param_dict.get("variant") == v
+            for (mm, kk, metric, _), recs in index.items()
+            if mm == machine and kk == kernel and metric == COLUMNS[0].metric
+            for r in recs
+        )
+
+    if has(default):
+        return default
+    peers = {c.peer for c in COLUMNS if c.peer}
+    present = [v for v in cases.KERNELS[kernel].variants if v not in peers and has(v)]
+    if not present:
+        return default
+    # The nearest relative by name, in whole "_"-separated words, the kernel's own order
+    # breaking ties: "blocked" for "blocked_native" (the kernel it launches), "slab" for
+    # "slab_dconst".
+    words = default.split("_")
+
+    def shared(v):
+        return len(os.path.commonprefix([v.split("_"), words]))
+
+    return max(present, key=lambda v: (shared(v), -present.index(v)))
+
+
 def build_views(
     records: Sequence,
     report: Report | None,
@@ -312,7 +353,9 @@ def build_views(
     views = []
     for m in machines:
         order = sorted(dates.get(m, {}), key=lambda c: (dates[m][c], c))
-        window = tuple(order[-last:])
+        # The commits the report judged, in its (git) order: stored dates tie for
+        # commits made in one go, and then only the report knows their order.
+        window = tuple((_judged_window(report, m, dates.get(m, {})) or order)[-last:])
         head = window[-1] if window else None
         regs, imps = [], []
         for row in report.rows if report is not None else ():
@@ -323,9 +366,10 @@ def build_views(
                 imps.append((row, cell))
         tables, gpu_ids = [], set()
         for k in kernels:
-            variant = default_variant(k)
-            if variant is None:
+            default = default_variant(k)
+            if default is None:
                 continue  # a kernel ltx2k.cases does not know has no default to show
+            variant = _shown_variant(k, default, index, m, head)
             shapes_here = {s for (mm, kk, _, s) in index if mm == m and kk == k and s}
             table_rows = []
             for shape in plots._ordered(shapes_here, _shape_order(k)):
@@ -338,7 +382,7 @@ def build_views(
                 ]
                 gpu_ids |= {c.gpu_id for c in cells if c.gpu_id}
                 table_rows.append((shape, cells))
-            tables.append(KernelTable(k, variant, cols, table_rows))
+            tables.append(KernelTable(k, variant, cols, table_rows, default))
         info = dict((machines_info or {}).get(m) or {})
         if not info:
             for r in records:
@@ -471,7 +515,15 @@ def _table_html(view: MachineView, t: KernelTable, base: str | None) -> str:
         body.append(f'<tr data-shape="{_e(shape)}"><th class="mono">{_e(shape)}</th>{tds}</tr>')
     if not body:
         body.append(f'<tr><td colspan="{len(t.columns) + 1}" class="empty">no results</td></tr>')
-    variant = f" · variant <b>{_e(t.variant)}</b> (the default)" if t.variant else ""
+    if t.variant and t.variant == t.default:
+        variant = f" · variant <b>{_e(t.variant)}</b> (the default)"
+    elif t.variant:
+        variant = (
+            f" · variant <b>{_e(t.variant)}</b> (the default, {_e(t.default)}, "
+            "has no results at this commit)"
+        )
+    else:
+        variant = ""
     return (
         f'<table class="fs-table" id="{_e(table_id(view.machine, t.kernel))}" '
         f'data-kernel="{_e(t.kernel)}" data-machine="{_e(view.machine)}">'
