@@ -269,7 +269,8 @@ def _matrix_section(
 
 def _status_badge(status) -> str:
     s = str(status or "none")
-    return f'<span class="status status-{_e(s)}">{_e(s)}</span>'
+    label = "not judged" if s == "none" else s  # no report: nothing was compared
+    return f'<span class="status status-{_e(s)}">{_e(label)}</span>'
 
 
 # --- figures and problems -----------------------------------------------------------
