@@ -12,8 +12,8 @@ How a run goes (:func:`shard_run`):
 2. **Isolate.** Each shard gets a private work directory: its own asv config
    (``results_dir`` and ``env_dir`` inside it), so concurrent asv processes never
    write the same file, and ``asv run HASHFILE:<its commits>``. Result files the
-   destination already holds for the shard's commits are copied in first
-   (seeded), so ``asv run`` merges into them exactly as it would in place and
+   destination already holds for the shard's commits are copied in first,
+   so ``asv run`` merges into them exactly as it would in place and
    ``--skip-existing*`` keep their meaning.
 3. **Pin.** ``CUDA_VISIBLE_DEVICES`` holds the GPU's UUID, not its index: CUDA
    numbers devices fastest-first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an
@@ -44,7 +44,7 @@ How a run goes (:func:`shard_run`):
 6. **Merge** (:func:`merge_results`), after each phase, into the one results
    directory (so a run stopped in its second phase keeps the first's): a result
    file is per machine x commit x env, so merging is a copy; a file the
-   destination changed since it was seeded is a conflict, reported and never
+   destination changed since it was copied in is a conflict, reported and never
    overwritten, and the shard's copy is kept in the work directory.
 """
 
@@ -415,7 +415,7 @@ def phase_regexes(names: Sequence[str], bench: Sequence[str]) -> list[str]:
     return [f"^(?={pinned}).*?(?:{b})" for b in bench]
 
 
-# --- results: seed, tag, merge ------------------------------------------------------------
+# --- results: copy in, tag, merge ---------------------------------------------------------
 
 
 def _result_files(results_dir: Path, machine: str) -> list[Path]:
@@ -425,17 +425,17 @@ def _result_files(results_dir: Path, machine: str) -> list[Path]:
     return sorted(p for p in d.glob("*.json") if p.name != "machine.json")
 
 
-def seed(dest: Path, shard_results: Path, machine: str, commits: Iterable[str]) -> dict:
+def copy_in(dest: Path, shard_results: Path, machine: str, commits: Iterable[str]) -> dict:
     """Copy *dest*'s result files of *commits* into the shard; {relative path: bytes}."""
-    seeds = {}
+    copied = {}
     for c in commits:
         for src in sorted((dest / machine).glob(f"{c[:8]}-*.json")):
             rel = f"{machine}/{src.name}"
             data = src.read_bytes()
             (shard_results / machine).mkdir(parents=True, exist_ok=True)
             (shard_results / rel).write_bytes(data)
-            seeds[rel] = data
-    return seeds
+            copied[rel] = data
+    return copied
 
 
 def _started(data: Mapping) -> dict[str, object]:
@@ -461,13 +461,13 @@ def tag_results(
     machine: str,
     gpu: Gpu,
     modes: Mapping[str, tuple[str, int]],
-    seeds: Mapping[str, bytes],
+    copied_in: Mapping[str, bytes],
 ) -> list[Path]:
     """Write the GPU identity of every benchmark measured by this shard into its files.
 
     A benchmark counts as measured here when its ``started_at`` differs from the
-    seeded file's; the others keep the tag they had (asv drops unknown keys
-    when it rewrites a file, so old tags are carried over from the seed).
+    copied-in file's; the others keep the tag they had (asv drops unknown keys
+    when it rewrites a file, so old tags are carried over from the copied-in file).
     *modes* maps benchmark name -> (mode, GPUs running at the same time).
     """
     from asv import util
@@ -476,7 +476,7 @@ def tag_results(
     for path in _result_files(shard_results, machine):
         rel = f"{machine}/{path.name}"
         data = json.loads(path.read_text(encoding="utf-8"))
-        old = json.loads(seeds[rel]) if rel in seeds else {}
+        old = json.loads(copied_in[rel]) if rel in copied_in else {}
         old_tags = (old.get(TAG_KEY) or {}).get("benchmarks", {}) if isinstance(old, dict) else {}
         before = _started(old) if old else {}
         now = _started(data)
@@ -514,7 +514,7 @@ class Conflict:
 @dataclass
 class MergeReport:
     copied: list[str] = field(default_factory=list)  # new in the destination
-    replaced: list[str] = field(default_factory=list)  # updated by asv (seeded, unchanged since)
+    replaced: list[str] = field(default_factory=list)  # updated by asv (copied in, unchanged since)
     unchanged: list[str] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
 
@@ -595,17 +595,17 @@ def _accumulate(total: MergeReport, rep: MergeReport) -> None:
 
 
 def merge_results(
-    dest: Path, shard_dirs: Sequence[Path], seeds: Mapping[str, bytes] | None = None
+    dest: Path, shard_dirs: Sequence[Path], copied_in: Mapping[str, bytes] | None = None
 ) -> MergeReport:
     """Merge shard results dirs into *dest*; never overwrite a file changed behind our back.
 
     A result file is copied if *dest* lacks it, left alone if identical, and
-    replaced only if *dest*'s copy is byte-identical to the one seeded into the
+    replaced only if *dest*'s copy is byte-identical to the one copied into the
     shard (asv updated it, as an in-place ``asv run`` would). Anything else is a
     :class:`Conflict`: reported, *dest* untouched, the shard's copy kept.
     ``machine.json`` follows asv (every run rewrites it) unless shards disagree.
     """
-    seeds = dict(seeds or {})
+    copied_in = dict(copied_in or {})
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     report = MergeReport()
@@ -632,13 +632,13 @@ def merge_results(
             current = target.read_bytes()
             if current == data:
                 report.unchanged.append(rel)
-            elif src.name == "machine.json" or seeds.get(rel) == current:
+            elif src.name == "machine.json" or copied_in.get(rel) == current:
                 _atomic_write(target, data)
                 report.replaced.append(rel)
             else:
                 why = (
-                    "the destination changed since it was seeded"
-                    if rel in seeds
+                    "the destination changed since it was copied into the shard"
+                    if rel in copied_in
                     else "the destination already holds a different file"
                 )
                 report.conflicts.append(Conflict(rel, str(src), why))
@@ -801,10 +801,10 @@ def shard_run(
     envs = {
         s.gpu: shard_env(base_env, s.gpu, cpu, home=work / f"home{i}") for i, s in enumerate(shards)
     }
-    seeds: dict[str, bytes] = {}
+    copied_in: dict[str, bytes] = {}
     for s in active:
         s.results.mkdir(parents=True)
-        seeds.update(seed(dest, s.results, machine, s.commits))
+        copied_in.update(copy_in(dest, s.results, machine, s.commits))
         say(
             f"{s.gpu.label} ({s.gpu.uuid}): {len(s.commits)} commit(s) "
             + " ".join(c[:8] for c in s.commits)
@@ -837,19 +837,19 @@ def shard_run(
         say(f"[{phase}] {s.gpu.label} done (asv exit {rc})")
 
     merge = MergeReport()
-    merge_seeds = dict(seeds)  # what dest held when each file was last handed to a shard
+    handed_over = dict(copied_in)  # what dest held when each file was last handed to a shard
 
     def land() -> None:
         # Tag and merge after every phase, not once at the end: a run stopped later (a
         # timeout, a cancelled job) keeps what the finished phases measured. Seen on a
-        # 2-GPU H200: a call limit killed a run in its exclusive phase, and the device
+        # 2-GPU H200: a job time limit killed a run in its exclusive phase, and the device
         # times both GPUs had finished were never merged.
-        for s in active:  # always against the first seeds: asv drops our tag on rewrite
-            tag_results(s.results, machine, s.gpu, modes, seeds)
-        rep = merge_results(dest, [s.results for s in active], merge_seeds)
+        for s in active:  # always against the first copies: asv drops our tag on rewrite
+            tag_results(s.results, machine, s.gpu, modes, copied_in)
+        rep = merge_results(dest, [s.results for s in active], handed_over)
         _accumulate(merge, rep)
         for rel in rep.copied + rep.replaced + rep.unchanged:
-            merge_seeds[rel] = (dest / rel).read_bytes()  # ours now: the next landing may replace
+            handed_over[rel] = (dest / rel).read_bytes()  # ours now: the next landing may replace
 
     try:
         if concurrent:

@@ -511,14 +511,14 @@ def test_user_filter_limits_both_phases_and_empty_phase_is_skipped(tmp_path):
     assert not list(tmp_path.glob("ltx2k-shard-*"))
 
 
-def test_seeded_file_is_updated_and_old_tags_survive(tmp_path):
+def test_copied_in_file_is_updated_and_old_tags_survive(tmp_path):
     dest = tmp_path / "results"
     cs = commits(2)
     # A first run measured host latency of both commits on two GPUs...
     run(tmp_path, FakeAsv(), n_gpus=2, n_commits=2, bench=["time_host_latency"])
     before = {c: load_file(dest, c) for c in cs}
     old_tags = {c: shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json") for c in cs}
-    # ...a second one adds device time on one GPU: asv merges into the seeded files.
+    # ...a second one adds device time on one GPU: asv merges into the copied-in files.
     res = shard.shard_run(
         cs,
         gpus(1),
@@ -572,7 +572,7 @@ def test_a_file_changed_during_the_run_is_a_conflict_not_an_overwrite(tmp_path):
     assert res.exit_code == 1
     rel = f"{MACHINE}/{target.name}"
     assert [c.path for c in res.merge.conflicts] == [rel]
-    assert "changed since it was seeded" in res.merge.conflicts[0].reason
+    assert "changed since it was copied into the shard" in res.merge.conflicts[0].reason
     assert target.read_bytes() == other_writer  # never overwritten
     kept = Path(res.merge.conflicts[0].kept)
     assert kept.exists() and res.work_dir is not None and kept.is_relative_to(res.work_dir)
