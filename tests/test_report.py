@@ -625,14 +625,18 @@ def _with_metric(records, metric):
     return list(records) + extra
 
 
-def test_kernel_duration_column_appears_with_its_metric(loaded):
+@pytest.mark.parametrize(
+    ("metric", "key", "after"),
+    [("time_kernel", "kernel", "cold"), ("track_host_calibrated", "host-cal", "host")],
+)
+def test_optional_columns_appear_with_their_metric(loaded, metric, key, after):
     records, _ = loaded
     machines = ["h200"]
     plain = firstscreen.build_views(records, None, machines)
-    assert "kernel" not in [c.key for c in plain[0].tables[0].columns]
-    views = firstscreen.build_views(_with_metric(records, "time_kernel"), None, machines)
+    assert key not in [c.key for c in plain[0].tables[0].columns]
+    views = firstscreen.build_views(_with_metric(records, metric), None, machines)
     keys = [c.key for c in views[0].tables[0].columns]
-    assert keys.index("cold") < keys.index("kernel") < keys.index("bw")
+    assert keys.index(after) < keys.index(key)
 
 
 def test_first_run_shows_numbers_and_says_nothing_to_compare(loaded):

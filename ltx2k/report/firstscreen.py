@@ -65,6 +65,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("x-eager", "speedup over eager", "time_device_cold", "×", peer="eager"),
     Column("x-compiled", "speedup over torch.compile", "time_device_cold", "×", peer="compiled"),
     Column("host", "host latency", "time_host_latency", "µs"),
+    # Host latency in units of a reference call timed in the same processes (host-bound
+    # shapes of the default variant only): comparable across runners and runs.
+    Column("host-cal", "host latency, calibrated", "track_host_calibrated", "calls", optional=True),
 )
 
 _THRESHOLDS = Thresholds()

@@ -46,6 +46,8 @@ METRIC_TITLES = {
     "time_device_warm": "device time, warm L2",
     "time_kernel": "kernel duration",
     "time_host_latency": "host latency",
+    "time_host_launch": "host latency per launch path",
+    "track_host_calibrated": "host latency, calibrated",
     "track_allocations": "allocations",
     "track_pct_copy_bandwidth": "% of copy bandwidth",
 }
