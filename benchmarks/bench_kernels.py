@@ -3,7 +3,12 @@
 Metrics per (variant, shape):
   time_device_cold   per-launch device time, inputs rotated past L2 (CUDA graph + events)
   time_device_warm   the same with one resident input set
+                     (device metrics launch a Triton variant through kernel[grid]:
+                     every launch path runs the same compiled kernel and grid)
   time_host_latency  wall time per call of the public function, one sync per batch
+                     (launch "auto": what a caller of that variant gets)
+  time_host_launch   the same for the default variant through each host launch path
+                     (kernel[grid], lean, native); params (launch, shape)
   track_allocations  device allocations per call (lower is better)
   track_pct_copy_bandwidth  minimum bytes / cold device time, % of this GPU's measured copy
                      bandwidth (HIGHER is better: ltx2k regress knows; asv assumes lower)
@@ -37,7 +42,7 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # Inductor compiles through a pool of worker processes by default; each forked
 # benchmark process of the torch.compile peer would start that pool afresh
 # (each worker re-imports torch) for a graph of one or two kernels. Measured on
-# the H200 (scripts/process_cost.py): that made a "compiled" process cost ~8 s.
+# the H200 (tools/experiments/process_cost.py): that made a "compiled" process cost ~8 s.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
@@ -95,20 +100,11 @@ def _preimport() -> None:
 
 _preimport()
 
-# Metrics timed per variant, where not all five (data, so the suite's cost is
-# visible in one place: every benchmark x params is a process of its own).
-# - the torch.compile peer answers "is the Triton kernel worth it?" (cold device
-#   time, host latency); each of its processes pays a dynamo trace;
-# - the *_lean and *_native variants launch the very same compiled kernel as
-#   their base variant through a cheaper host path: only host latency can differ.
-VARIANT_METRICS = {
-    "compiled": ("device_cold", "host"),
-    "blocked_lean": ("host",),
-    "slab_lean": ("host",),
-    "blocked_native": ("host",),
-    "slab_native": ("host",),
-}
-# slab_dconst is timed on every metric: it changes the device code (D compiled in).
+# Metrics timed per variant, where not all (data, so the suite's cost is visible
+# in one place: every benchmark x params is a process of its own): the
+# torch.compile peer answers "is the Triton kernel worth it?" (cold device time,
+# host latency); each of its processes pays a dynamo trace.
+VARIANT_METRICS = {"compiled": ("device_cold", "host")}
 
 
 def _check_metric(variant: str, metric: str) -> None:
@@ -128,6 +124,10 @@ def _host_calibrated_setup(kernel, variant, shape):
     if not hasattr(suite, "host_calibrated"):
         raise NotImplementedError("calibrated host latency is not measured at this commit")
     cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
+
+
+def _host_launch_setup(kernel, launch, shape):
+    _prepare(kernel, "host", _SHAPES.DEFAULT_VARIANT[kernel], shape, launch)
 
 
 class _State:
@@ -164,7 +164,7 @@ def _skip_warm_beyond_l2(kernel, shape) -> None:
         )
 
 
-def _prepare(kernel, metric, variant, shape):
+def _prepare(kernel, metric, variant, shape, launch=None):
     try:
         from ltx2k.measure import suite
     except ImportError as e:  # commit predates the measurement core
@@ -173,7 +173,13 @@ def _prepare(kernel, metric, variant, shape):
     if metric == "device_warm":
         _skip_warm_beyond_l2(kernel, _shape(kernel, shape))
     t0 = time.perf_counter()
-    _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
+    if launch is None:
+        _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
+    else:
+        try:
+            _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric, launch)
+        except TypeError as e:  # a commit before the launch path was its own parameter
+            raise NotImplementedError(f"no launch= at this commit: {e}") from e
     if TRACE:  # where a benchmark process's time goes (suite cost); asv --show-stderr shows it
         print(
             f"ltx2k-trace {kernel} {metric} {variant} {shape}: setup "
@@ -227,6 +233,9 @@ def _suite(kernel: str, class_name: str):
         def time_host_latency(self, variant, shape):
             _State.timed.run()
 
+        def time_host_launch(self, launch, shape):
+            _State.timed.run()
+
         def track_allocations(self, variant, shape):
             from ltx2k.measure import suite
 
@@ -256,6 +265,11 @@ def _suite(kernel: str, class_name: str):
         time_device_cold.setup = functools.partial(_prepare, kernel, "device_cold")
         time_device_warm.setup = functools.partial(_prepare, kernel, "device_warm")
         time_host_latency.setup = functools.partial(_prepare, kernel, "host")
+        # The default algorithm through each host launch path (time_host_latency
+        # times every variant as a caller gets it, launch "auto").
+        time_host_launch.params = [list(_SHAPES.LAUNCH_PATHS), [s.label for s in shape_list]]
+        time_host_launch.param_names = ["launch", "shape"]
+        time_host_launch.setup = functools.partial(_host_launch_setup, kernel)
         track_allocations.setup = functools.partial(_track_setup, kernel, "allocations")
         track_allocations.unit = "allocations"
         track_pct_copy_bandwidth.setup = functools.partial(

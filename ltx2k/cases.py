@@ -149,19 +149,35 @@ def _compiled(kernel: str) -> Callable:
     return torch.compile(KERNELS[kernel].reference, fullgraph=True, dynamic=False)
 
 
-def variant_fn(kernel: str, variant: str) -> Callable:
-    """The callable for one variant: Triton launch, eager reference, or torch.compile of it."""
+# The peers every kernel is measured against; the other variants are its Triton algorithms.
+PEERS = ("eager", "compiled")
+
+
+def variant_fn(kernel: str, variant: str, launch: str = "auto") -> Callable:
+    """The callable for one variant: Triton launch, eager reference, or torch.compile of it.
+
+    *launch* is the Triton variants' host path (``launch=`` of the public
+    functions); a peer has none, so it takes ``"auto"`` only.
+    """
     spec = KERNELS[kernel]
-    if variant == "eager":
-        return spec.reference
-    if variant == "compiled":
-        return _compiled(kernel)
+    if variant in PEERS:
+        if launch != "auto":
+            raise ValueError(f"variant {variant!r} has no launch path; got launch={launch!r}")
+        return spec.reference if variant == "eager" else _compiled(kernel)
     import importlib
+    import inspect
 
     mod = importlib.import_module(spec.triton_module)
     if variant not in getattr(mod, "VARIANTS", {}):
         raise VariantUnavailable(f"{kernel} has no variant {variant!r} at this version")
-    return functools.partial(getattr(mod, spec.public_fn), variant=variant)
+    fn = getattr(mod, spec.public_fn)
+    if launch == "auto":
+        return functools.partial(fn, variant=variant)
+    if "launch" not in inspect.signature(fn).parameters:
+        raise VariantUnavailable(f"{kernel} has no launch= parameter at this version")
+    if (variant, launch) not in mod.CALLS:
+        raise VariantUnavailable(f"{kernel} variant {variant!r} has no launch path {launch!r}")
+    return functools.partial(fn, variant=variant, launch=launch)
 
 
 def shapes_for(kernel: str, on_gpu: bool) -> tuple:

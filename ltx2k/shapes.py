@@ -67,20 +67,27 @@ ADA_SHAPES_CPU: tuple[AdaShape, ...] = (
     AdaShape(2, 3, 96, "fp32"),
 )
 
-# Variants per kernel. The first Triton variant is the pre-optimization seed,
-# the second the optimized one; "eager" is the PyTorch reference itself and
-# "compiled" is torch.compile of it. New variants are appended.
-ROPE_VARIANTS: tuple[str, ...] = ("per_head", "blocked", "eager", "compiled")
-ADA_VARIANTS: tuple[str, ...] = ("separate", "slab", "eager", "compiled")
-# Issue 7 candidates (docs/kernels/split_rope.md, ada_values9.md).
-ROPE_VARIANTS += ("blocked_lean", "blocked_wide")
-ADA_VARIANTS += ("slab_grid", "slab_lean")
-# Issue 7, third round: the whole call in one C function (ltx2k/kernels/_native.py).
-ROPE_VARIANTS += ("blocked_native",)
-ADA_VARIANTS += ("slab_native", "slab_dconst")
+# Variants per kernel: the device algorithms (the public functions' variant=),
+# then "eager", the PyTorch reference itself, and "compiled", torch.compile of it.
+# The first is sglang's original kernel. Append only: a variant is the key of its
+# asv history. (Before the launch path became its own parameter, "blocked_lean",
+# "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
+# maps them to today's cells.)
+ROPE_VARIANTS: tuple[str, ...] = ("per_head", "blocked", "eager", "compiled", "blocked_wide")
+ADA_VARIANTS: tuple[str, ...] = (
+    "separate",
+    "slab",
+    "eager",
+    "compiled",
+    "slab_grid",
+    "slab_dconst",
+)
+# Host launch paths of the default algorithm, each timed for host latency (the
+# public functions' launch=, "auto" aside: it is one of these). Append only.
+LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 
 # The variant each public function runs by default (its ``variant=``).
-DEFAULT_VARIANT = {"split_rope": "blocked_native", "ada_values9": "slab_dconst"}
+DEFAULT_VARIANT = {"split_rope": "blocked", "ada_values9": "slab_dconst"}
 
 # Shapes whose call costs more host time than device time on current GPUs, so
 # that host latency is what a caller waits on: the calibrated host-latency

@@ -24,7 +24,7 @@ def ada_inputs(B, S, D, table_dtype, *, seed, exact=False, device=DEVICE):
 
 VARIANTS = sorted(adaln.VARIANTS)
 # The mutants below rewrite the row kernel's launch; the grid kernel's are in test_variants_v2.py.
-ROW_KERNEL_VARIANTS = sorted(set(adaln.VARIANTS) - adaln.GRID_VARIANTS)
+ROW_KERNEL_VARIANTS = sorted(adaln.ROW_ALGORITHMS)
 TABLE_DTYPES = ("bf16", "fp32")
 
 # (B, S, D): non-power-of-two D (100, 513), D=1, the production 2048 at small
@@ -263,7 +263,7 @@ def _separate_sharing_storage(B, S, D, device):
     ids=["slab_reversed", "slab_overlapping", "separate_overlapping", "separate_one_storage"],
 )
 def test_checks_catch_mutant_allocation(variant, alloc, failure, monkeypatch):
-    monkeypatch.setitem(adaln.VARIANTS, variant, alloc)
+    monkeypatch.setitem(adaln.ROW_ALGORITHMS, variant, alloc)
     table, ts = ada_inputs(1, 2, 16, "bf16", seed=13, exact=True)
     with pytest.raises(AssertionError, match=failure):
         check_exact(table, ts, variant)

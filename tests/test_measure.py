@@ -35,7 +35,7 @@ def test_gate_refuses_a_wrong_variant(monkeypatch):
         out[..., 0] += 1  # one element per token off
         return out
 
-    monkeypatch.setattr(cases, "variant_fn", lambda k, v: wrong)
+    monkeypatch.setattr(cases, "variant_fn", lambda k, v, launch="auto": wrong)
     with pytest.raises(gate.CorrectnessError, match="not bit-identical"):
         gate.check_case("split_rope", "blocked", shape, runtime.device())
 

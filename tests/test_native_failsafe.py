@@ -135,7 +135,7 @@ def _same_outcome(native, other):
 def test_python_guard_keeps_odd_inputs_from_the_replay(setup, native, other, mode, monkeypatch):
     module, fn, args, index = setup()
     tripwire = Tripwire()
-    monkeypatch.setattr(module._SITES[native], "call", tripwire)
+    monkeypatch.setattr(module._SITES[module.CALLS[(native, "auto")][0]], "call", tripwire)
     got = _outcome(lambda: _run(mode, lambda *a: fn(*a, variant=native), args, index))
     assert tripwire.calls == 0, f"{mode} input reached the C++ replay"
     want = _outcome(lambda: _run(mode, lambda *a: fn(*a, variant=other), args, index))
@@ -146,7 +146,7 @@ def test_python_guard_keeps_odd_inputs_from_the_replay(setup, native, other, mod
 def test_python_guard_lets_plain_tensors_through(setup, native, other, monkeypatch):
     module, fn, args, index = setup()
     tripwire = Tripwire()
-    monkeypatch.setattr(module._SITES[native], "call", tripwire)
+    monkeypatch.setattr(module._SITES[module.CALLS[(native, "auto")][0]], "call", tripwire)
     got = _outcome(lambda: _run("plain", lambda *a: fn(*a, variant=native), args, index))
     assert tripwire.calls == 1
     want = _outcome(lambda: _run("plain", lambda *a: fn(*a, variant=other), args, index))

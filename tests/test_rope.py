@@ -219,14 +219,14 @@ EXPECTED_CONFIG = {
 @pytest.mark.parametrize("H", sorted(EXPECTED_CONFIG))
 def test_launch_config_table(H):
     per_head, blocked = EXPECTED_CONFIG[H]
-    assert tuple(rope.VARIANTS["per_head"](H)) == per_head
-    assert tuple(rope.VARIANTS["blocked"](H)) == blocked
+    assert tuple(rope.ALGORITHMS["per_head"](H)) == per_head
+    assert tuple(rope.ALGORITHMS["blocked"](H)) == blocked
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_launch_config_covers_every_head_once(variant):
     for H in range(1, rope.MAX_HEADS + 1):
-        cfg = rope.VARIANTS[variant](H)
+        cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H)
         bh = cfg.block_heads
         assert bh & (bh - 1) == 0, f"H={H}: BLOCK_HEADS={bh} must be a power of two (tl.arange)"
         assert bh * cfg.head_blocks >= H, f"H={H}: {cfg} leaves heads uncovered"
@@ -240,7 +240,7 @@ def test_kernel_launched_with_variant_config(variant, shape, record_launch):
     B, S, H, D = shape
     recorder = record_launch(rope, "_split_rope_kernel")
     rope.apply_ltx2_split_rotary_emb(*rope_inputs(*shape, seed=0), variant=variant)
-    cfg = rope.VARIANTS[variant](H)
+    cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H)
     [(grid, meta)] = recorder.launches
     assert grid == (B * S, cfg.head_blocks)
     assert meta["BLOCK_HEADS"] == cfg.block_heads
@@ -344,13 +344,14 @@ def test_checks_catch_mutant_launch(variant, mutant, check, poison, record_launc
 
 
 def _drop_last_head_block(num_heads: int) -> rope.LaunchConfig:
-    cfg = rope.VARIANTS["blocked"](num_heads)
+    cfg = rope.ALGORITHMS["blocked"](num_heads)
     return cfg._replace(head_blocks=num_heads // cfg.block_heads)
 
 
 @pytest.mark.parametrize("H", [17, 24, 33])
 def test_checks_catch_config_dropping_last_head_block(H, poison, monkeypatch):
-    monkeypatch.setitem(rope.VARIANTS, "mutant", _drop_last_head_block)
+    monkeypatch.setitem(rope.ALGORITHMS, "mutant", _drop_last_head_block)
+    monkeypatch.setitem(rope.CALLS, ("mutant", "auto"), ("mutant", "triton"))
     x, cos, sin = rope_inputs(1, 2, H, 16, seed=12, exact=True)
     with pytest.raises(AssertionError, match="never written"):
         check_exact(x, cos, sin, "mutant")

@@ -73,13 +73,12 @@ def test_no_warm_skip_in_the_interpreter(bench, monkeypatch):
 @pytest.mark.parametrize(
     "variant, metric, allowed",
     [
-        ("blocked_lean", "host", True),
-        ("blocked_lean", "device_cold", False),
-        ("slab_lean", "allocations", False),
-        ("blocked_native", "host", True),
-        ("slab_native", "device_cold", False),
+        ("compiled", "host", True),
+        ("compiled", "device_cold", True),
         ("compiled", "device_warm", False),
+        ("compiled", "allocations", False),
         ("blocked", "device_warm", True),
+        ("slab_dconst", "device_cold", True),
     ],
 )
 def test_metric_sets_per_variant(on_gpu, variant, metric, allowed):
@@ -144,3 +143,22 @@ def test_calibrated_host_latency_skips_a_commit_without_it(bench, monkeypatch):
     monkeypatch.delattr(suite, "host_calibrated")
     with pytest.raises(NotImplementedError, match="not measured at this commit"):
         bench._host_calibrated_setup("split_rope", "blocked_native", "B1_S4_H3_D64")
+
+
+def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench):
+    """No cell without a number: the benchmarks' variants are device algorithms (every
+    one timed on every device metric, the compile peer aside), and the default
+    algorithm's host launch paths are a benchmark of their own."""
+    for spec in cases.KERNELS.values():
+        for variant in spec.variants:
+            if variant == "compiled":
+                continue
+            for metric in ("device_cold", "device_warm", "host", "allocations"):
+                bench._check_metric(variant, metric)
+        suite = getattr(bench, spec.asv_class)
+        assert suite.time_host_launch.param_names == ["launch", "shape"]
+        assert suite.time_host_launch.params[0] == list(shapes.LAUNCH_PATHS)
+    from ltx2k.measure import suite as measure_suite
+
+    assert measure_suite.device_launch("blocked") == "triton"
+    assert measure_suite.device_launch("eager") == "auto"

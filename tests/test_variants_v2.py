@@ -1,5 +1,5 @@
-"""The second round of variants: blocked_lean / blocked_wide (RoPE), slab_grid / slab_lean (AdaLN),
-and the lean launch path they use (ltx2k.kernels._launch).
+"""The variants after sglang's originals: blocked_wide (RoPE), slab_grid (AdaLN), the launch
+paths of both (ltx2k.kernels._launch).
 
 - Bit-exactness on exact inputs (the CPU interpreter truncates where a GPU
   rounds to nearest even, so only inputs that never round are bit-comparable
@@ -39,7 +39,7 @@ DEVICE = runtime.device()
 ON_GPU = DEVICE == "cuda"
 ROOT = Path(__file__).resolve().parent.parent
 
-# The native variants (third round, tests/test_native.py) run every check here too.
+# The native variants (the native call path, tests/test_native.py) run every check here too.
 NEW_ROPE = ("blocked_lean", "blocked_wide", "blocked_native")
 NEW_ADA = ("slab_grid", "slab_lean", "slab_native", "slab_dconst")
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -98,24 +98,66 @@ def check_ada(table, timestep, variant: str) -> None:
 
 
 def test_new_variants_are_registered_and_appended():
-    """Reachable through the kernels and the harness; appended after the old names."""
+    """Reachable through the kernels and the harness; the benchmarks' variants are the
+    device algorithms, appended after the old names; older pair names still call."""
     assert set(NEW_ROPE) <= set(rope.VARIANTS) and set(NEW_ADA) <= set(adaln.VARIANTS)
     assert shapes.ROPE_VARIANTS[:4] == ("per_head", "blocked", "eager", "compiled")
     assert shapes.ADA_VARIANTS[:4] == ("separate", "slab", "eager", "compiled")
-    assert set(NEW_ROPE) <= set(shapes.ROPE_VARIANTS[4:])
-    assert set(NEW_ADA) <= set(shapes.ADA_VARIANTS[4:])
+    assert set(shapes.ROPE_VARIANTS) - set(cases.PEERS) == set(rope.ALGORITHMS)
+    assert set(shapes.ADA_VARIANTS) - set(cases.PEERS) == set(adaln.ALGORITHMS)
     for kernel, names in (("split_rope", NEW_ROPE), ("ada_values9", NEW_ADA)):
         for v in names:
             assert cases.variant_fn(kernel, v).keywords == {"variant": v}
 
 
 def test_defaults_are_the_measured_winners():
-    """The defaults after the H200 asv run of 684cb82 (issue 7, docs/kernels/*.md): the native
-    call path (host latency below eager's) and, for AdaLN, D compiled in (decode device time)."""
-    assert inspect.signature(rope.apply_ltx2_split_rotary_emb).parameters["variant"].default == (
-        "blocked_native"
-    )
-    assert inspect.signature(adaln.ltx2_ada_values9).parameters["variant"].default == "slab_dconst"
+    """The blocked kernel and, for AdaLN, the grid kernel with D compiled in, each through
+    the native call path (host latency below eager's; docs/kernels/*.md)."""
+    rope_params = inspect.signature(rope.apply_ltx2_split_rotary_emb).parameters
+    ada_params = inspect.signature(adaln.ltx2_ada_values9).parameters
+    assert rope_params["variant"].default == "blocked" and rope_params["launch"].default == "auto"
+    assert ada_params["variant"].default == "slab_dconst" and ada_params["launch"].default == "auto"
+    assert rope.CALLS[("blocked", "auto")] == ("blocked", "native")
+    assert adaln.CALLS[("slab_dconst", "auto")] == ("slab_dconst", "native")
+    assert adaln.CALLS[("slab", "auto")] == ("slab", "triton")  # the row kernel has one path
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (dict(variant="nope"), r"variant must be one of \[.*'blocked'.*\], got 'nope'"),
+        (dict(launch="fast"), r"launch must be one of \['auto', 'triton', 'lean', 'native'\]"),
+        (dict(variant="blocked_lean", launch="native"), r"launch='native' is not available"),
+    ],
+)
+def test_rope_rejects_an_unknown_variant_or_launch(call, message):
+    x, cos, sin = rope_inputs(1, 2, 3, 64, seed=0)
+    with pytest.raises(ValueError, match=message):
+        rope.apply_ltx2_split_rotary_emb(x, cos, sin, **call)
+
+
+def test_ada_row_kernel_takes_no_fast_launch_path():
+    table, ts = ada_inputs(1, 1, 64, seed=0)
+    with pytest.raises(ValueError, match=r"variant='separate'; it takes \['auto', 'triton'\]"):
+        adaln.ltx2_ada_values9(table, ts, variant="separate", launch="native")
+
+
+@pytest.mark.parametrize("launch", ["triton", "lean", "native"])
+@pytest.mark.parametrize("variant", ["per_head", "blocked", "blocked_wide"])
+def test_rope_every_algorithm_launch_pair_is_bitexact(variant, launch, poison):
+    x, cos, sin = rope_inputs(2, 3, 17, 96, seed=5)
+    for _ in range(2):  # the native path records, then replays
+        out = rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant=variant, launch=launch)
+        assert cases.outputs_equal(out, reference.split_rotary_reference(x, cos, sin))
+
+
+@pytest.mark.parametrize("launch", ["triton", "lean", "native"])
+@pytest.mark.parametrize("variant", ["slab_grid", "slab_dconst"])
+def test_ada_every_grid_algorithm_launch_pair_is_bitexact(variant, launch, poison):
+    table, ts = ada_inputs(2, 3, 100, "fp32", seed=5)
+    for _ in range(2):
+        outs = adaln.ltx2_ada_values9(table, ts, variant=variant, launch=launch)
+        assert cases.outputs_equal(outs, reference.ada_values9_reference(table, ts))
 
 
 # --- RoPE: bit-exact on exact inputs --------------------------------------------------
@@ -164,8 +206,8 @@ WIDE_CONFIG = {
 
 @pytest.mark.parametrize("H", sorted(WIDE_CONFIG))
 def test_wide_config_table(H):
-    assert tuple(rope.VARIANTS["blocked_wide"](H)) == WIDE_CONFIG[H]
-    assert rope.VARIANTS["blocked_lean"](H) == rope.VARIANTS["blocked"](H)
+    assert tuple(rope.ALGORITHMS["blocked_wide"](H)) == WIDE_CONFIG[H]
+    assert rope.CALLS[("blocked_lean", "auto")] == ("blocked", "lean")
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 3, 64), (2, 1, 33, 128)], ids=str)
@@ -174,7 +216,7 @@ def test_wide_launch_grid(shape, record_launch):
     recorder = record_launch(rope, "_split_rope_kernel")
     rope.apply_ltx2_split_rotary_emb(*rope_inputs(*shape, seed=0), variant="blocked_wide")
     [(grid, meta)] = recorder.launches
-    cfg = rope.VARIANTS["blocked_wide"](H)
+    cfg = rope.ALGORITHMS["blocked_wide"](H)
     assert grid == (B * S, cfg.head_blocks)
     assert (meta["BLOCK_HEADS"], meta["num_warps"]) == (cfg.block_heads, cfg.num_warps)
 
@@ -252,7 +294,7 @@ def test_grid_launch(variant, shape, record_launch):
     block_d, num_warps = adaln._grid_config(D)
     [(grid, meta)] = recorder.launches
     assert grid == (B * S * 9 * math.ceil(D / block_d),)
-    d_const = D if variant in adaln.DCONST_VARIANTS else 0
+    d_const = D if adaln.CALLS[(variant, "auto")][0] == "slab_dconst" else 0
     assert meta == {"BLOCK_D": block_d, "D_CONST": d_const, "num_warps": num_warps}
     assert record_row.launches == []
 
@@ -645,7 +687,7 @@ _OFFLINE = textwrap.dedent(
     rope_types = ["*bf16"] * 4 + ["i32"] * 10
     out = {}
     for name in ("blocked", "blocked_wide"):
-        cfg = rope.VARIANTS[name](32)
+        cfg = rope.ALGORITHMS[name](32)
         out[name] = build(rope._split_rope_kernel, rope_types,
                           {"BLOCK_HEADS": cfg.block_heads, "BLOCK_HALF": 64}, cfg.num_warps)
     out["slab"] = build(adaln._ada_values9_kernel, ["*bf16"] * 11 + ["i32"] * 2,

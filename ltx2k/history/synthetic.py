@@ -89,12 +89,8 @@ _VARIANT_MODEL = {
     ("AdaValues9", "slab"): (0.85, 1, 1),
     ("AdaValues9", "eager"): (0.30, 12, 12),
     ("AdaValues9", "compiled"): (0.70, 1, 2),
-    ("SplitRope", "blocked_lean"): (0.85, 1, 1),
     ("SplitRope", "blocked_wide"): (0.88, 1, 1),
     ("AdaValues9", "slab_grid"): (0.92, 1, 1),
-    ("AdaValues9", "slab_lean"): (0.92, 1, 1),
-    ("SplitRope", "blocked_native"): (0.85, 1, 1),
-    ("AdaValues9", "slab_native"): (0.92, 1, 1),
     ("AdaValues9", "slab_dconst"): (0.93, 1, 1),
 }
 _LAUNCH_FLOOR_S = 2.0e-6

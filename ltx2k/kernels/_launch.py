@@ -41,6 +41,7 @@ reference none.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -297,3 +298,46 @@ def launch(
         # Argument parsing fails before the launch, so nothing ran twice.
         _turn_off(f"the compiled kernel's launcher rejected the call ({e!r})")
         _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+
+
+# --- which host path a call takes (the public functions' ``launch=``) -------------------
+
+# "triton": kernel[grid]; "lean": launch() above; "native": the whole call replayed by
+# one C function (ltx2k.kernels._native); "auto": the fastest path the variant has.
+LAUNCHES = ("auto", "triton", "lean", "native")
+
+
+def call_table(
+    algorithms: Iterable[str], fast: Iterable[str], legacy: Mapping[str, tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """Every accepted ``(variant, launch)`` -> ``(algorithm, launch path)``.
+
+    *fast* are the algorithms the lean and native paths can launch; the others
+    launch through ``kernel[grid]`` only. *legacy* maps names that once named
+    an (algorithm, launch path) pair in one string, so old call sites keep
+    working. Built once per kernel module: a call pays one dict lookup.
+    """
+    fast = set(fast)
+    table: dict[tuple[str, str], tuple[str, str]] = {}
+    for algo in algorithms:
+        paths = ("triton", "lean", "native") if algo in fast else ("triton",)
+        table[(algo, "auto")] = (algo, paths[-1])
+        for path in paths:
+            table[(algo, path)] = (algo, path)
+    for name, pair in legacy.items():
+        table[(name, "auto")] = pair
+        table[(name, pair[1])] = pair
+    return table
+
+
+def bad_call(
+    variant: object, launch: object, table: Mapping[tuple[str, str], tuple[str, str]]
+) -> ValueError:
+    """The error for a ``(variant, launch)`` that *table* does not accept, naming what is."""
+    variants = sorted({v for v, _ in table})
+    if variant not in variants:
+        return ValueError(f"variant must be one of {variants}, got {variant!r}")
+    if launch not in LAUNCHES:
+        return ValueError(f"launch must be one of {list(LAUNCHES)}, got {launch!r}")
+    ok = [path for (v, path) in table if v == variant]
+    return ValueError(f"launch={launch!r} is not available for variant={variant!r}; it takes {ok}")

@@ -4,10 +4,11 @@
 add, one rounding), for ``i`` in 0..8 -- bit-identical to
 :func:`ltx2k.reference.ada_values9_reference`.
 
-Two kernels. The row kernel (one program per token row, all 9 values, one
-output pointer per value) serves the two allocation variants:
+Two kernels and four device algorithms (``variant=``). The row kernel (one
+program per token row, all 9 values, one output pointer per value) serves the
+two allocation algorithms:
 
-- ``"separate"`` (the seed): 9 separate ``torch.empty`` outputs;
+- ``"separate"`` (sglang's original kernel): 9 separate ``torch.empty`` outputs;
 - ``"slab"`` (optimized): one ``(9, B, S, D)`` allocation returned as 9
   disjoint contiguous views (``unbind(0)``): one allocator call instead of 9.
 
@@ -18,14 +19,19 @@ takes the slab as one pointer plus the stride between value planes:
   ``(B*S * 9 * cdiv(D, BLOCK_D),)`` with ``BLOCK_D = min(1024, next_pow2(D))``,
   so the decode shape (B*S = 1) runs on 36 SMs instead of one, and each
   program does a single load -> store round trip;
-- ``"slab_lean"``: ``"slab_grid"`` launched through :mod:`ltx2k.kernels._launch`
-  (host latency only; the device work is identical).
-- ``"slab_native"``: ``"slab_grid"``; after the first call with a given input
-  layout, the whole call (checks, slab allocation, launch, the 9 views) is one C
-  function (:mod:`ltx2k.kernels._native`). Host latency only; same device work.
-- ``"slab_dconst"``: ``"slab_native"`` with the hidden size D compiled in as a
+- ``"slab_dconst"``: ``"slab_grid"`` with the hidden size D compiled in as a
   constant (``D_CONST``): the decode shape is pure latency, and the grid
   kernel's runtime division sat on the path to its first load.
+
+The host launch path (``launch=``) is a second parameter. The grid kernel takes
+``"triton"`` (``kernel[grid]``), ``"lean"`` (its compiled launcher, skipping
+Triton's dispatcher, :mod:`ltx2k.kernels._launch`) or ``"native"`` (after the
+first call with a given input layout the whole call -- checks, slab allocation,
+launch, the 9 views -- is one C function, :mod:`ltx2k.kernels._native`); the
+row kernel takes ``"triton"``. ``"auto"`` (default) is the fastest a variant
+has. Every path launches the same compiled kernel: only host latency differs.
+``"slab_lean"`` and ``"slab_native"``, older names of ``"slab_grid"`` with the
+lean and native paths, are still accepted.
 
 Supported: ``1 <= D <= 16384`` (one program of the row kernel holds a whole row of D).
 """
@@ -143,26 +149,21 @@ def _alloc_slab_tensor(B: int, S: int, D: int, device: torch.device) -> torch.Te
     return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=device)
 
 
-# Variant -> allocator. The row kernel's variants allocate the 9 outputs it
-# writes through 9 pointers; the grid kernel's allocate the slab it writes
-# through one pointer (GRID_VARIANTS).
-VARIANTS = {
-    "separate": _alloc_separate,
-    "slab": _alloc_slab,
-    "slab_grid": _alloc_slab_tensor,
-    "slab_lean": _alloc_slab_tensor,
-    "slab_native": _alloc_slab_tensor,
-    "slab_dconst": _alloc_slab_tensor,
-}
-GRID_VARIANTS = frozenset({"slab_grid", "slab_lean", "slab_native", "slab_dconst"})
-# Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
-LEAN_VARIANTS = frozenset({"slab_lean"})
-# Replayed by the native call path (ltx2k.kernels._native) after their first call;
-# one memo per variant (a memo is keyed by the inputs' layout only).
-NATIVE_VARIANTS = frozenset({"slab_native", "slab_dconst"})
-_SITES = {v: _native.Site(f"ada_values9/{v}", n_inputs=2, unbind=True) for v in NATIVE_VARIANTS}
-# The grid kernel with D compiled in (D_CONST = D).
-DCONST_VARIANTS = frozenset({"slab_dconst"})
+# The device algorithms (variant=) of the row kernel -> the allocator of the 9
+# outputs it writes through 9 pointers.
+ROW_ALGORITHMS = {"separate": _alloc_separate, "slab": _alloc_slab}
+# The grid kernel's algorithms write one (9, B, S, D) slab through one pointer;
+# "slab_dconst" compiles D in (D_CONST = D).
+GRID_ALGORITHMS = ("slab_grid", "slab_dconst")
+ALGORITHMS = (*ROW_ALGORITHMS, *GRID_ALGORITHMS)
+# Names that once named an (algorithm, launch path) pair; still accepted as variant=.
+LEGACY_VARIANTS = {"slab_lean": ("slab_grid", "lean"), "slab_native": ("slab_grid", "native")}
+# Every accepted (variant, launch) -> (algorithm, launch path). The lean and native
+# paths launch the grid kernel; the row kernel's 9 output pointers are not theirs.
+CALLS = _launch.call_table(ALGORITHMS, GRID_ALGORITHMS, LEGACY_VARIANTS)
+VARIANTS = ALGORITHMS + tuple(LEGACY_VARIANTS)
+# One native memo per algorithm (a memo is keyed by the inputs' layout only).
+_SITES = {a: _native.Site(f"ada_values9/{a}", n_inputs=2, unbind=True) for a in GRID_ALGORITHMS}
 # The grid is 1-D; CUDA allows up to 2**31 - 1 programs on its x axis.
 MAX_PROGRAMS = 2**31 - 1
 
@@ -181,8 +182,8 @@ def _grid_config(D: int) -> tuple[int, int]:
     return block_d, max(1, block_d // 256)
 
 
-def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
-    slab = VARIANTS[variant](B, S, D, timestep.device)
+def _values9_grid(table, timestep, B: int, S: int, D: int, algo: str, path: str):
+    slab = _alloc_slab_tensor(B, S, D, timestep.device)
     if not torch.compiler.is_compiling():
         _checks.real_data(scale_shift_table=table, timestep=timestep, out=slab)
     outs = slab.unbind(0)
@@ -192,15 +193,15 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
     programs = B * S * N_VALUES * triton.cdiv(D, block_d)
     if programs > MAX_PROGRAMS:
         raise ValueError(
-            f"variant {variant!r} would launch {programs} programs for timestep "
+            f"variant {algo!r} would launch {programs} programs for timestep "
             f"{tuple(timestep.shape)}, over CUDA's {MAX_PROGRAMS}; use variant='slab'"
         )
     grid = (programs,)
     scalars = (D, table.stride(0), slab.stride(0))
-    d_const = D if variant in DCONST_VARIANTS else 0
+    d_const = D if algo == "slab_dconst" else 0
     constexprs = (("BLOCK_D", block_d), ("D_CONST", d_const))
-    if variant in NATIVE_VARIANTS:
-        _SITES[variant].launch_and_record(
+    if path == "native":
+        _SITES[algo].launch_and_record(
             _ada_values9_grid_kernel,
             grid,
             (table, timestep),
@@ -210,22 +211,20 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, variant: str):
             constexprs,
             num_warps,
         )
-    elif variant in LEAN_VARIANTS:
+    elif path == "lean":
         _launch.launch(
             _ada_values9_grid_kernel, grid, (table, timestep, slab), scalars, constexprs, num_warps
         )
     else:
         _ada_values9_grid_kernel[grid](
-            table, timestep, slab, *scalars, BLOCK_D=block_d, D_CONST=0, num_warps=num_warps
+            table, timestep, slab, *scalars, BLOCK_D=block_d, D_CONST=d_const, num_warps=num_warps
         )
     return outs
 
 
-def _validate(table: object, timestep: object, variant: str) -> tuple[int, int, int]:
+def _validate(table: object, timestep: object) -> tuple[int, int, int]:
     table = _checks.tensor("scale_shift_table", table)
     timestep = _checks.tensor("timestep", timestep)
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     _checks.rank("scale_shift_table", table, 2, "[9, D]")
     _checks.rank("timestep", timestep, 3, "[B, S, 9*D]")
     if table.shape[0] != N_VALUES:
@@ -251,38 +250,47 @@ def ltx2_ada_values9(
     timestep: torch.Tensor,
     *,
     variant: str = shapes.DEFAULT_VARIANT["ada_values9"],
+    launch: str = "auto",
 ) -> tuple[torch.Tensor, ...]:
     """Compute the nine AdaLN values. Bit-identical to the eager reference.
 
     Args:
         scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
         timestep: ``[B, S, 9*D]`` bf16, contiguous.
-        variant: ``"slab_dconst"`` (default: the grid kernel with D compiled in,
-            replayed by one C function after the first call with a given input
-            layout; at B1_S1_D4096 on the H200 1.45 µs device time and 17 µs host
-            latency vs eager's 1.48 and 30, docs/kernels/ada_values9.md),
-            ``"slab_native"`` (the same with D at run time), ``"slab_lean"`` /
-            ``"slab_grid"`` (the grid kernel through the lean Python launch path /
-            ``kernel[grid]``), ``"slab"`` (the row kernel, one allocation) or
-            ``"separate"`` (the seed, 9 allocations). Where the native module cannot
-            be built, the native variants launch through the lean path, one warning.
+        variant: the device algorithm: ``"slab_dconst"`` (default: the grid kernel,
+            rows x values x column blocks, writing one ``(9, B, S, D)`` slab, with D
+            compiled in), ``"slab_grid"`` (the same with D at run time), ``"slab"``
+            (the row kernel, one slab) or ``"separate"`` (sglang's original: the row
+            kernel, 9 allocations). ``"slab_lean"`` and ``"slab_native"`` are older
+            names of ``"slab_grid"`` with ``launch="lean"`` / ``"native"``.
+        launch: the host path: ``"auto"`` (default: ``"native"`` for the grid
+            kernel's algorithms, ``"triton"`` for the row kernel's), ``"native"``
+            (after the first call with a given input layout the whole call is one C
+            function; without a C++ compiler it warns once and takes the lean path),
+            ``"lean"`` (the compiled kernel's launcher, skipping Triton's dispatcher)
+            or ``"triton"`` (``kernel[grid]``). Every path launches the same
+            compiled kernel; the row kernel launches through ``"triton"`` only.
 
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
+    call = CALLS.get((variant, launch))
+    if call is None:
+        raise _launch.bad_call(variant, launch, CALLS)
+    algo, path = call
     if (
-        variant in NATIVE_VARIANTS
+        path == "native"
         and not torch.compiler.is_compiling()
         and _native.plain2(scale_shift_table, timestep)  # vmap/grad/jvp, fake, meta: Python path
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
-        outs = _SITES[variant].call(scale_shift_table, timestep)
+        outs = _SITES[algo].call(scale_shift_table, timestep)
         if outs is not None:
             return outs
-    B, S, D = _validate(scale_shift_table, timestep, variant)
-    if variant in GRID_VARIANTS:
-        return _values9_grid(scale_shift_table, timestep, B, S, D, variant)
-    outs = VARIANTS[variant](B, S, D, timestep.device)
+    B, S, D = _validate(scale_shift_table, timestep)
+    if algo in GRID_ALGORITHMS:
+        return _values9_grid(scale_shift_table, timestep, B, S, D, algo, path)
+    outs = ROW_ALGORITHMS[algo](B, S, D, timestep.device)
     if not torch.compiler.is_compiling():
         _checks.real_data(scale_shift_table=scale_shift_table, timestep=timestep, out=outs[0])
     if B * S == 0:

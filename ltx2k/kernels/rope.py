@@ -1,4 +1,4 @@
-"""Split rotary position embedding (LTX-2 layout) as one Triton kernel, two launch variants.
+"""Split rotary position embedding (LTX-2 layout) as one Triton kernel: three algorithms.
 
 Layout: ``x`` is ``[B, S, H*D]``; each head's ``D`` values are two halves
 ``x1 = x[..., :D/2]`` and ``x2 = x[..., D/2:]``; ``cos``/``sin`` are
@@ -11,20 +11,29 @@ with the cos product rounded to bf16 first, the sine product and the sum in
 fp32, and one final rounding at the store -- the rounding order of the eager
 chain in :func:`ltx2k.reference.split_rotary_reference`.
 
-Variants are launch parameters of the same kernel, not copies of it:
+The device algorithms (``variant=``) are launch parameters of the same kernel,
+not copies of it:
 
-- ``"per_head"`` (the seed): grid ``(B*S, H)``, one head per program, 1 warp.
+- ``"per_head"`` (sglang's original kernel): grid ``(B*S, H)``, one head per program, 1 warp.
 - ``"blocked"`` (optimized): ``BLOCK_HEADS = min(16, next_pow2(H))`` heads per
   program, grid ``(B*S, cdiv(H, BLOCK_HEADS))``, 2-D masks over
   (heads, half-dim), ``num_warps = min(8, max(1, BLOCK_HEADS))``.
-- ``"blocked_lean"``: ``"blocked"``'s kernel and config, launched through
-  :mod:`ltx2k.kernels._launch` (host latency only; the device work is identical).
 - ``"blocked_wide"``: ``BLOCK_HEADS = min(32, next_pow2(H))``,
   ``num_warps = max(1, BLOCK_HEADS // 4)``: twice the bytes per program at
   H=32 and 16-byte accesses at D=128 (see ``_wide``; docs/kernels/split_rope.md).
-- ``"blocked_native"``: ``"blocked"``'s kernel and config; after the first call
-  with a given input layout, the whole call (checks, allocation, launch) is one
-  C function (:mod:`ltx2k.kernels._native`). Host latency only; same device work.
+
+The host launch path (``launch=``) is a second parameter; every path launches
+the same compiled kernel with the same grid, so only host latency differs:
+
+- ``"triton"``: ``kernel[grid]``;
+- ``"lean"``: the compiled kernel's launcher, skipping Triton's dispatcher
+  (:mod:`ltx2k.kernels._launch`);
+- ``"native"``: after the first call with a given input layout, the whole call
+  (checks, allocation, launch) is one C function (:mod:`ltx2k.kernels._native`);
+- ``"auto"`` (default): ``"native"``.
+
+``"blocked_lean"`` and ``"blocked_native"``, the names of two (algorithm, launch
+path) pairs from before the launch path was its own parameter, are still accepted.
 
 Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
 """
@@ -138,27 +147,26 @@ def _wide(num_heads: int) -> LaunchConfig:
     )
 
 
-VARIANTS: dict[str, Callable[[int], LaunchConfig]] = {
+# The device algorithms (variant=): how many heads a program handles, with how many warps.
+ALGORITHMS: dict[str, Callable[[int], LaunchConfig]] = {
     "per_head": _per_head,
     "blocked": _blocked,
-    "blocked_lean": _blocked,
     "blocked_wide": _wide,
 }
-VARIANTS["blocked_native"] = _blocked
-# Launched through the lean path (ltx2k.kernels._launch) instead of kernel[grid].
-LEAN_VARIANTS = frozenset({"blocked_lean"})
-# Replayed by the native call path (ltx2k.kernels._native) after their first call.
-NATIVE_VARIANTS = frozenset({"blocked_native"})
-# One memo per variant (a memo is keyed by the inputs' layout only).
-_SITES = {v: _native.Site(f"split_rope/{v}", n_inputs=3, unbind=False) for v in NATIVE_VARIANTS}
+# Names that once named an (algorithm, launch path) pair; still accepted as variant=.
+LEGACY_VARIANTS = {"blocked_lean": ("blocked", "lean"), "blocked_native": ("blocked", "native")}
+# Every accepted (variant, launch) -> (algorithm, launch path); every algorithm
+# launches through any path (they share one kernel and its argument list).
+CALLS = _launch.call_table(ALGORITHMS, ALGORITHMS, LEGACY_VARIANTS)
+VARIANTS = tuple(ALGORITHMS) + tuple(LEGACY_VARIANTS)
+# One native memo per algorithm (a memo is keyed by the inputs' layout only).
+_SITES = {a: _native.Site(f"split_rope/{a}", n_inputs=3, unbind=False) for a in ALGORITHMS}
 
 
-def _validate(x: object, cos: object, sin: object, variant: str) -> tuple[int, int, int, int]:
+def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
     x = _checks.tensor("x", x)
     cos = _checks.tensor("cos", cos)
     sin = _checks.tensor("sin", sin)
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
     _checks.rank("x", x, 3, "[B, S, H*D]")
     _checks.rank("cos", cos, 4, "[B, H, S, D/2]")
     _checks.rank("sin", sin, 4, "[B, H, S, D/2]")
@@ -206,6 +214,7 @@ def apply_ltx2_split_rotary_emb(
     sin: torch.Tensor,
     *,
     variant: str = shapes.DEFAULT_VARIANT["split_rope"],
+    launch: str = "auto",
 ) -> torch.Tensor:
     """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
 
@@ -213,28 +222,35 @@ def apply_ltx2_split_rotary_emb(
         x: ``[B, S, H*D]`` bf16, contiguous.
         cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
             (e.g. a transposed ``[B, S, H, D/2]`` view).
-        variant: ``"blocked_native"`` (default: the blocked kernel; after the first
-            call with a given input layout, the whole call is one C function; host
-            latency 6.2 µs vs eager's 58 at B1_S1024_H32_D128 on the H200, identical
-            device work; docs/kernels/split_rope.md), ``"blocked_lean"`` (the same
-            kernel through the lean Python launch path), ``"blocked"`` (through
-            ``kernel[grid]``), ``"per_head"`` (the seed kernel), or ``"blocked_wide"``.
-            Where the native module cannot be built (no C++ compiler), the native
-            variant launches through the lean path, with one warning.
+        variant: the device algorithm: ``"blocked"`` (default: up to 16 heads per
+            program, adaptive ``num_warps``), ``"per_head"`` (sglang's original: one
+            head per program) or ``"blocked_wide"`` (up to 32 heads per program).
+            ``"blocked_lean"`` and ``"blocked_native"`` are older names of
+            ``"blocked"`` with ``launch="lean"`` / ``"native"``.
+        launch: the host path: ``"auto"`` (default: ``"native"``), ``"native"`` (after
+            the first call with a given input layout the whole call is one C
+            function, ``ltx2k.kernels._native``; without a C++ compiler it warns once
+            and takes the lean path), ``"lean"`` (the compiled kernel's launcher,
+            skipping Triton's dispatcher, ``ltx2k.kernels._launch``) or ``"triton"``
+            (``kernel[grid]``). Every path launches the same compiled kernel.
 
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
     """
+    call = CALLS.get((variant, launch))
+    if call is None:
+        raise _launch.bad_call(variant, launch, CALLS)
+    algo, path = call
     if (
-        variant in NATIVE_VARIANTS
+        path == "native"
         and not torch.compiler.is_compiling()
         and _native.plain3(x, cos, sin)  # vmap/grad/jvp, fake, meta, subclasses: Python path
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
-        out = _SITES[variant].call(x, cos, sin)
+        out = _SITES[algo].call(x, cos, sin)
         if out is not None:
             return out
-    B, S, H, D = _validate(x, cos, sin, variant)
+    B, S, H, D = _validate(x, cos, sin)
     # Not empty_like: x may be "contiguous" with an arbitrary stride on a
     # size-1 dim (PyTorch ignores those strides), and out must be dense rows.
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -242,9 +258,9 @@ def apply_ltx2_split_rotary_emb(
         _checks.real_data(x=x, cos=cos, sin=sin, out=out)
     if B * S == 0:
         return out
-    cfg = VARIANTS[variant](H)
+    cfg = ALGORITHMS[algo](H)
     half = D // 2
-    if variant in LEAN_VARIANTS or variant in NATIVE_VARIANTS:
+    if path != "triton":
         grid = (B * S, cfg.head_blocks)
         # H * D: the token stride of a contiguous [B, S, H*D] (see below)
         scalars = (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3])
@@ -252,8 +268,8 @@ def apply_ltx2_split_rotary_emb(
             ("BLOCK_HEADS", cfg.block_heads),
             ("BLOCK_HALF", triton.next_power_of_2(half)),
         )
-        if variant in NATIVE_VARIANTS:
-            _SITES[variant].launch_and_record(
+        if path == "native":
+            _SITES[algo].launch_and_record(
                 _split_rope_kernel,
                 grid,
                 (x, cos, sin),

@@ -61,22 +61,35 @@ def _args(kernel: str, shape, seed: int = 0):
     )
 
 
-def _gated_fn(kernel: str, variant: str, shape) -> Callable:
-    key = ("gate", kernel, variant, shape.label)
+def _gated_fn(kernel: str, variant: str, shape, launch: str = "auto") -> Callable:
+    key = ("gate", kernel, variant, launch, shape.label)
     if key not in _CACHE:
-        fn = cases.variant_fn(kernel, variant)  # VariantUnavailable -> asv skip
-        gate.check_case(kernel, variant, shape, runtime.device())
+        fn = cases.variant_fn(kernel, variant, launch)  # VariantUnavailable -> asv skip
+        gate.check_case(kernel, variant, shape, runtime.device(), launch=launch)
         _CACHE[key] = fn
     return _CACHE[key]
 
 
-def prepare(kernel: str, variant: str, shape, metric: str) -> Timed:
+def device_launch(variant: str) -> str:
+    """The launch path device metrics time a variant through.
+
+    Every launch path launches the same compiled kernel with the same grid, so
+    the device work is the algorithm's alone; ``kernel[grid]`` is the path the
+    CUDA-graph clock was validated on. A peer has no launch path.
+    """
+    return "auto" if variant in cases.PEERS else "triton"
+
+
+def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = None) -> Timed:
+    """*launch*: the host path; by default ``device_launch`` for device metrics, else "auto"."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    key = (metric, kernel, variant, shape.label)
+    if launch is None:
+        launch = "auto" if metric == "host" else device_launch(variant)
+    key = (metric, kernel, variant, launch, shape.label)
     if key in _CACHE:
         return _CACHE[key]
-    fn = _gated_fn(kernel, variant, shape)
+    fn = _gated_fn(kernel, variant, shape, launch)
     on_gpu = _on_gpu()
     if metric == "host":
         args = _args(kernel, shape)
@@ -115,7 +128,7 @@ def pct_copy_bandwidth(kernel: str, variant: str, shape) -> float:
 
 
 def allocations(kernel: str, variant: str, shape) -> int:
-    fn = _gated_fn(kernel, variant, shape)
+    fn = _gated_fn(kernel, variant, shape)  # as a caller gets it (launch "auto")
     args = _args(kernel, shape)
     return _alloc.allocations_per_call(lambda: fn(*args), _on_gpu())
 
@@ -168,8 +181,10 @@ def host_calibrated(kernel: str, variant: str, shape, processes: int | None = No
     return values
 
 
-def host_seconds(kernel: str, variant: str, shape, samples: int = 10) -> float:
-    timed = prepare(kernel, variant, shape, "host")
+def host_seconds(
+    kernel: str, variant: str, shape, samples: int = 10, launch: str = "auto"
+) -> float:
+    timed = prepare(kernel, variant, shape, "host", launch)
     vals = []
     for _ in range(samples):
         t0 = timed.timer()
