@@ -189,7 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_power(args: argparse.Namespace) -> int:
     import json
 
-    from ltx2k.analysis import power
+    from ltx2k.analysis import detection_power as power
     from ltx2k.analysis.thresholds import Thresholds
     from ltx2k.history.records import load_results
 
@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="smallest slowdown ltx2k regress flags, from two runs of one commit (real noise)",
         description="RUN_A and RUN_B are asv results dirs holding the same commit, measured "
         "twice on one machine. Prints the false flags of that A/A pair and the share of cells "
-        "flagged at each injected slowdown (ltx2k/analysis/power.py).",
+        "flagged at each injected slowdown (ltx2k/analysis/detection_power.py).",
     )
     s.add_argument("run_a", metavar="RUN_A", help="asv results dir of the first run")
     s.add_argument("run_b", metavar="RUN_B", help="asv results dir of the second run")

@@ -9,12 +9,12 @@
   scratch, PDL, clusters and scalar types it does not pass. A recorded launch of
   a real JITFunction (stand-in compiled kernel) lands in the memo.
 - In the interpreter the native variants run the Python path: their bit-exact,
-  poison, mutation and launch-grid checks are in test_variants_v2.py (NEW_ROPE,
+  poison, mutation and launch-grid checks are in test_algorithms_and_launch_paths.py (NEW_ROPE,
   NEW_ADA include them).
 - GPU: replays (not the Python path) are bit-exact on fresh inputs written into
   NaN-filled recycled memory, at shapes whose ints specialize to 1; a launch
   hook, another layout or a misaligned view sends the call back to Python;
-  validation still raises; graphs and torch.compile are in test_variants_v2.py.
+  validation still raises; graphs and torch.compile are in test_algorithms_and_launch_paths.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the metric the 2% run-to-run target in docs/measurement.md is about), the
 relative difference of the medians;
 prints the worst case among those >= --min-us and every cell over --bar %. Cells
 not re-run in B (identical samples) are left out, by the same pairing as
-``ltx2k power`` (ltx2k.analysis.power.pair_runs).
+``ltx2k power`` (ltx2k.analysis.detection_power.pair_runs).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from ltx2k.analysis.power import pair_runs
+from ltx2k.analysis.detection_power import pair_runs
 from ltx2k.history.records import load_results
 
 

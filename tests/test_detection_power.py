@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ltx2k import cli
-from ltx2k.analysis import power
+from ltx2k.analysis import detection_power
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.history.records import Record
 
@@ -50,7 +50,7 @@ def aa_pair(n_cells=12, sigma=0.005):
 
 def test_quiet_pair_no_false_flags_and_steps_beyond_threshold_all_found():
     a, b = aa_pair()
-    rep = power.detection_power(a, b, deltas=(0.0, 0.01, 0.02, 0.06, 0.10))
+    rep = detection_power.detection_power(a, b, deltas=(0.0, 0.01, 0.02, 0.06, 0.10))
     assert rep.false_flags == ()
     rates = {p.delta: p.rate for p in rep.points}
     # default device threshold 1.03: 1-2% steps are never flags, 6% and 10% always are
@@ -62,7 +62,7 @@ def test_quiet_pair_no_false_flags_and_steps_beyond_threshold_all_found():
 def test_a_tighter_threshold_finds_smaller_steps():
     a, b = aa_pair()
     tight = Thresholds(ratios=(("*.time_device_*", 1.01), ("*", 1.05)))
-    rep = power.detection_power(a, b, deltas=(0.02, 0.03, 0.06), thresholds=tight)
+    rep = detection_power.detection_power(a, b, deltas=(0.02, 0.03, 0.06), thresholds=tight)
     assert rep.smallest_reliable is not None and rep.smallest_reliable <= 0.03
 
 
@@ -71,7 +71,7 @@ def test_bimodal_cell_is_a_false_flag_in_either_direction():
     # the second run happened to pick a 20% faster kernel (torch.compile's autotuner)
     b[2] = record(30 * 0.8, seed=7, shape="S2")
     for first, second in ((a, b), (b, a)):
-        rep = power.detection_power(first, second, deltas=(0.10,))
+        rep = detection_power.detection_power(first, second, deltas=(0.10,))
         assert rep.false_flags == (f"{BENCH.split('.', 1)[1]} blocked S2",)
         # and a 10% step on it is not "reliably detected": one direction hides it
         assert rep.points[0].rate == 0.75
@@ -80,16 +80,16 @@ def test_bimodal_cell_is_a_false_flag_in_either_direction():
 def test_cells_not_rerun_are_left_out_and_an_all_stale_pair_is_an_error():
     a, b = aa_pair(3)
     b[1] = a[1]  # the second run never replaced this one
-    rep = power.detection_power(a, b, deltas=(0.1,))
+    rep = detection_power.detection_power(a, b, deltas=(0.1,))
     assert len(rep.benchmarks) == 2 and not any("S1" in x.split() for x in rep.benchmarks)
     with pytest.raises(ValueError, match="re-run"):
-        power.detection_power(a, a, deltas=(0.1,))
+        detection_power.detection_power(a, a, deltas=(0.1,))
 
 
 def test_small_cells_are_below_min_value():
     a = [record(5, 1, shape="tiny"), record(50, 2, shape="big")]
     b = [record(5, 3, shape="tiny"), record(50, 4, shape="big")]
-    rep = power.detection_power(a, b, deltas=(0.1,))
+    rep = detection_power.detection_power(a, b, deltas=(0.1,))
     assert [x.split()[-1] for x in rep.benchmarks] == ["big"]
 
 
@@ -97,7 +97,7 @@ def test_small_cells_are_below_min_value():
 def test_bad_deltas_are_rejected(deltas):
     a, b = aa_pair(2)
     with pytest.raises(ValueError, match="deltas"):
-        power.detection_power(a, b, deltas=deltas)
+        detection_power.detection_power(a, b, deltas=deltas)
 
 
 def test_two_shared_commits_need_a_choice():
@@ -108,8 +108,8 @@ def test_two_shared_commits_need_a_choice():
     a += [dataclasses.replace(r, commit=other) for r in a]
     b += [dataclasses.replace(r, commit=other) for r in b]
     with pytest.raises(ValueError, match="exactly one"):
-        power.detection_power(a, b, deltas=(0.1,))
-    assert power.detection_power(a, b, deltas=(0.1,), commit="beef").commit == other
+        detection_power.detection_power(a, b, deltas=(0.1,))
+    assert detection_power.detection_power(a, b, deltas=(0.1,), commit="beef").commit == other
 
 
 def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
