@@ -5,6 +5,9 @@ Metrics per (variant, shape):
   time_device_warm   the same with one resident input set
                      (device metrics launch a Triton variant through kernel[grid]:
                      every launch path runs the same compiled kernel and grid)
+  time_kernel        summed CUPTI kernel durations per call in the same cold-L2 graph
+                     (no inter-kernel gaps: sees below the graph's launch floor);
+                     decode shapes and one >= 10 us shape per kernel
   time_host_latency  wall time per call of the public function, one sync per batch
                      (launch "auto": what a caller of that variant gets)
   time_host_launch   the same for the default variant through each host launch path
@@ -104,7 +107,7 @@ _preimport()
 # in one place: every benchmark x params is a process of its own): the
 # torch.compile peer answers "is the Triton kernel worth it?" (cold device time,
 # host latency); each of its processes pays a dynamo trace.
-VARIANT_METRICS = {"compiled": ("device_cold", "host")}
+VARIANT_METRICS = {"compiled": ("device_cold", "host", "kernel")}
 
 
 def _check_metric(variant: str, metric: str) -> None:
@@ -170,6 +173,8 @@ def _prepare(kernel, metric, variant, shape, launch=None):
     except ImportError as e:  # commit predates the measurement core
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
     _check_metric(variant, metric)
+    if metric not in getattr(suite, "METRICS", ()):
+        raise NotImplementedError(f"metric {metric!r} is not measured at this commit")
     if metric == "device_warm":
         _skip_warm_beyond_l2(kernel, _shape(kernel, shape))
     t0 = time.perf_counter()
@@ -236,6 +241,9 @@ def _suite(kernel: str, class_name: str):
         def time_host_launch(self, launch, shape):
             _State.timed.run()
 
+        def time_kernel(self, variant, shape):
+            _State.timed.run()
+
         def track_allocations(self, variant, shape):
             from ltx2k.measure import suite
 
@@ -261,6 +269,15 @@ def _suite(kernel: str, class_name: str):
         track_host_calibrated.param_names = ["variant", "shape"]
         track_host_calibrated.setup = functools.partial(_host_calibrated_setup, kernel)
         track_host_calibrated.unit = "torch.add calls"
+
+        # Kernel duration: every variant at the shapes where it tells more than the
+        # graph-replay device time, plus one where the two must agree.
+        time_kernel.params = [
+            list(variants),
+            [s.label for s in (_SHAPES.KERNEL_TIME_SHAPES[kernel] if ON_GPU else shape_list)],
+        ]
+        time_kernel.param_names = ["variant", "shape"]
+        time_kernel.setup = functools.partial(_prepare, kernel, "kernel")
 
         time_device_cold.setup = functools.partial(_prepare, kernel, "device_cold")
         time_device_warm.setup = functools.partial(_prepare, kernel, "device_warm")

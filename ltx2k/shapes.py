@@ -98,5 +98,13 @@ HOST_BOUND_SHAPES: dict[str, tuple] = {
     "ada_values9": ADA_SHAPES[:2],
 }
 
+# Shapes timed for kernel duration (CUPTI): the decode shapes, where the
+# graph-replay device time is mostly the graph's own launch floor, and one shape
+# of 10 us or more per kernel, where the two metrics must agree. Append only.
+KERNEL_TIME_SHAPES: dict[str, tuple] = {
+    "split_rope": (ROPE_SHAPES[3], ROPE_SHAPES[1]),
+    "ada_values9": (*ADA_SHAPES[:4], ADA_SHAPES[4]),
+}
+
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 import torch
 
@@ -95,6 +97,32 @@ def test_gpu_graphed_calls_keep_their_inputs_alive():
     torch.cuda.synchronize()
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(
+    "kernel, variant, label, kernels_per_call",
+    [
+        ("split_rope", "blocked", "B1_S4096_H16_D128", 1),  # >= 10 us: the two metrics agree
+        ("ada_values9", "slab_dconst", "B1_S1_D4096_bf16", 1),  # decode: kernel < graph floor
+        ("ada_values9", "eager", "B1_S1_D4096_bf16", None),  # several kernels per call
+    ],
+)
+def test_gpu_kernel_duration_against_graph_device_time(kernel, variant, label, kernels_per_call):
+    shape = cases.find_shape(kernel, label)
+    clock = suite.prepare(kernel, variant, shape, "kernel").timer
+    kernel_s = statistics.median(device_time.device_times(clock, samples=5))
+    device_s = suite.device_seconds(kernel, variant, shape, cold=True, samples=10)
+    # CUPTI's durations leave out the gaps between a graph's kernels: never above the
+    # event-bracketed time per launch, and at 10 us or more within a few percent of it
+    assert 0 < kernel_s <= device_s * 1.02
+    if device_s >= 10e-6:
+        assert kernel_s >= 0.9 * device_s
+    if kernels_per_call is not None:
+        assert clock.kernels_per_call == kernels_per_call
+    else:
+        assert clock.kernels_per_call >= 1
+
+
 def test_calibrated_ratio_counts_the_batch_in_reference_calls():
     import torch
 
@@ -122,3 +150,66 @@ def test_host_calibrated_is_one_value_per_process_from_gated_processes():
     # a variant this version lacks fails in the child; the error names the cell
     with pytest.raises(RuntimeError, match="ada_values9 no_such_variant B1_S1_D256_bf16"):
         suite.host_calibrated("ada_values9", "no_such_variant", shape, processes=1)
+
+
+class _Event:
+    def __init__(self, name, device_type, device_time):
+        self.name, self.device_type, self.device_time = name, device_type, device_time
+
+
+def test_kernel_seconds_sums_kernel_records_only():
+    from torch.autograd import DeviceType
+
+    from ltx2k.measure import kernel_time
+
+    events = [
+        _Event("_split_rope_kernel", DeviceType.CUDA, 2.5),
+        _Event("triton_poi_fused_add_0", DeviceType.CUDA, 1.5),
+        _Event("Memset (Device)", DeviceType.CUDA, 9.0),  # not a kernel
+        _Event("Memcpy DtoD (Device -> Device)", DeviceType.CUDA, 9.0),
+        _Event("cudaGraphLaunch", DeviceType.CPU, 40.0),  # host side
+    ]
+    seconds, count = kernel_time.kernel_seconds(events)
+    assert count == 2 and seconds == pytest.approx(4.0e-6)
+
+
+def test_kernel_clock_accumulates_per_call_and_refuses_an_empty_replay():
+    import contextlib
+
+    from torch.autograd import DeviceType
+
+    from ltx2k.measure import kernel_time
+
+    class Calls:
+        launches = 4
+        replays = 0
+
+        def replay(self):
+            self.replays += 1
+
+    recorded = [[_Event("k", DeviceType.CUDA, 8.0), _Event("k", DeviceType.CUDA, 4.0)]]
+
+    class Prof:
+        def events(self):
+            return recorded[0]
+
+    @contextlib.contextmanager
+    def profile():
+        yield Prof()
+
+    calls = Calls()
+    clock = kernel_time.KernelClock(calls, profile=profile)
+    torch_sync = torch.cuda.synchronize
+    try:
+        torch.cuda.synchronize = lambda: None  # no device here
+        t0 = clock()
+        clock.run()
+        clock.run()
+        assert calls.replays == 2
+        assert clock() - t0 == pytest.approx(2 * 12.0e-6 / 4)  # 12 us over 4 calls, twice
+        assert clock.kernels_per_call == pytest.approx(0.5)
+        recorded[0] = []
+        with pytest.raises(RuntimeError, match="no kernel"):
+            clock.run()
+    finally:
+        torch.cuda.synchronize = torch_sync

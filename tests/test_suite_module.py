@@ -162,3 +162,29 @@ def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench
 
     assert measure_suite.device_launch("blocked") == "triton"
     assert measure_suite.device_launch("eager") == "auto"
+
+
+def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
+    for kernel, spec in cases.KERNELS.items():
+        fn = getattr(bench, spec.asv_class).time_kernel
+        assert fn.param_names == ["variant", "shape"]
+        assert fn.params[0] == list(spec.variants)
+        assert set(shapes.KERNEL_TIME_SHAPES[kernel]) <= set(spec.gpu_shapes)
+        # a decode shape (below the graph floor) and one the device time must agree at
+        assert any(
+            s.label in [h.label for h in shapes.HOST_BOUND_SHAPES[kernel]]
+            for s in shapes.KERNEL_TIME_SHAPES[kernel]
+        )
+        assert any(
+            cases.KERNELS[kernel].bytes_moved(s) > 20 << 20
+            for s in shapes.KERNEL_TIME_SHAPES[kernel]
+        )
+    bench._check_metric("compiled", "kernel") if bench.ON_GPU else None
+
+
+def test_kernel_duration_skips_a_commit_without_it(bench, monkeypatch):
+    from ltx2k.measure import suite
+
+    monkeypatch.setattr(suite, "METRICS", ("device_cold", "device_warm", "host"))
+    with pytest.raises(NotImplementedError, match="'kernel' is not measured at this commit"):
+        bench._prepare("split_rope", "kernel", "blocked", "B1_S4_H3_D64")

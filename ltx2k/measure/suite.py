@@ -17,9 +17,9 @@ from typing import Any
 
 from ltx2k import cases, runtime
 from ltx2k.measure import allocations as _alloc
-from ltx2k.measure import bandwidth, device_time, forked, gate, host
+from ltx2k.measure import bandwidth, device_time, forked, gate, host, kernel_time
 
-METRICS = ("device_cold", "device_warm", "host")
+METRICS = ("device_cold", "device_warm", "host", "kernel")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
 # interpreter a call takes ~10-100 ms, so one call is already a long sample.
 HOST_BATCH_GPU = 50
@@ -100,8 +100,14 @@ def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = 
                 fn(*args)
 
         timed = Timed(run=batch, timer=_ScaledHostClock(on_gpu, n))
-    else:
-        cold = metric == "device_cold"
+    elif metric == "kernel" and on_gpu:
+        spec = cases.KERNELS[kernel]
+        clock = kernel_time.build_clock(
+            fn, lambda i: _args(kernel, shape, seed=i), spec.bytes_moved(shape)
+        )
+        timed = Timed(run=clock.run, timer=clock)
+    else:  # device time; in the interpreter, kernel duration too: both are its wall time
+        cold = metric != "device_warm"
         spec = cases.KERNELS[kernel]
         if on_gpu:
             clock = device_time.build_clock(
