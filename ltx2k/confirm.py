@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ltx2k import git
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CONFIRMED = 2
@@ -239,17 +241,11 @@ def explicit_target(benchmark: str, good: str, bad: str, params: Sequence[str] =
 # --- git -----------------------------------------------------------------------------------
 
 
-def _git(repo, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "-C", os.fspath(repo), *args], capture_output=True, text=True, check=False
-    )
-
-
 def resolve_commit(repo, ref: str, what: str) -> str:
     """Full sha of *ref*, or ValueError naming *what* (the flag or report field)."""
     if not isinstance(ref, str) or not _REVISION.fullmatch(ref):
         raise ValueError(f"{what}: not a git revision: {ref!r}")
-    proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    proc = git.run(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ValueError(
             f"{what}: commit {ref!r} is unknown to git in {os.fspath(repo)} "
@@ -259,7 +255,7 @@ def resolve_commit(repo, ref: str, what: str) -> str:
 
 
 def subject(repo, sha: str) -> str:
-    proc = _git(repo, "log", "-1", "--format=%s", sha)
+    proc = git.run(repo, "log", "-1", "--format=%s", sha)
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
@@ -285,7 +281,7 @@ def plan(target: Target, repo, *, what: str = "") -> Plan:
     bad = resolve_commit(repo, target.first_bad, bad_flag)
     if good == bad:
         raise ValueError(f"{good_flag} and {bad_flag} are the same commit {good[:12]}")
-    anc = _git(repo, "merge-base", "--is-ancestor", good, bad)
+    anc = git.run(repo, "merge-base", "--is-ancestor", good, bad)
     if anc.returncode == 1:
         raise ValueError(
             f"{good_flag} {good[:12]} is not an ancestor of {bad_flag} {bad[:12]}: "
@@ -293,9 +289,9 @@ def plan(target: Target, repo, *, what: str = "") -> Plan:
         )
     if anc.returncode != 0:
         raise ValueError(f"git merge-base failed in {os.fspath(repo)}: {anc.stderr.strip()}")
-    listed = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}")
+    listed = git.run(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}")
     rng = tuple(listed.stdout.split())
-    parent = _git(repo, "rev-parse", "--verify", "--quiet", f"{rng[0]}^1") if rng else None
+    parent = git.run(repo, "rev-parse", "--verify", "--quiet", f"{rng[0]}^1") if rng else None
     if not rng or parent is None or parent.stdout.strip() != good:
         # asv find walks first parents; a good commit off that line has no place in it.
         raise ValueError(
@@ -307,7 +303,7 @@ def plan(target: Target, repo, *, what: str = "") -> Plan:
             f"the report's range ({len(target.range)} commit(s)) differs from git's "
             f"first-parent range ({len(rng)}); git's is used"
         )
-    has_parent = _git(repo, "rev-parse", "--verify", "--quiet", f"{good}^1").returncode == 0
+    has_parent = git.run(repo, "rev-parse", "--verify", "--quiet", f"{good}^1").returncode == 0
     # With a root good, everything up to bad is exactly good + the range.
     find_range = f"{good}^..{bad}" if has_parent else bad
     return Plan(
@@ -348,7 +344,7 @@ def continuous_command(
 
 def private_config(config, work) -> Path:
     """asv.conf.json with results in *work*/results; every other path the original's."""
-    from asv import util
+    from ltx2k import asv_compat
 
     src = Path(os.fspath(config))
     if not src.is_file():
@@ -356,7 +352,7 @@ def private_config(config, work) -> Path:
             f"--config {os.fspath(config)!r} does not exist (run from the repo root)"
         )
     root = src.resolve().parent
-    conf = util.load_json(str(src), js_comments=True)
+    conf = asv_compat.load_json(src, js_comments=True)
     for key in ("repo", "benchmark_dir", "env_dir", "html_dir"):
         value = conf.get(key)
         if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
@@ -853,9 +849,9 @@ def _error_cell(p: Plan, message: str) -> CellResult:
 
 
 def _config_repo(config: Path) -> Path:
-    from asv import util
+    from ltx2k import asv_compat
 
-    conf = util.load_json(str(config), js_comments=True)
+    conf = asv_compat.load_json(config, js_comments=True)
     repo = conf.get("repo", ".")
     if not isinstance(repo, str) or "://" in repo or repo.startswith("git@"):
         return config.resolve().parent
@@ -863,9 +859,9 @@ def _config_repo(config: Path) -> Path:
 
 
 def _results_dir(config: Path) -> Path:
-    from asv import util
+    from ltx2k import asv_compat
 
-    conf = util.load_json(str(config), js_comments=True)
+    conf = asv_compat.load_json(config, js_comments=True)
     return (Path(config).resolve().parent / conf.get("results_dir", "results")).resolve()
 
 

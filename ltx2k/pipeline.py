@@ -8,11 +8,12 @@ or a person would make on its own; this module only sequences them.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ltx2k import git
 
 
 @dataclass
@@ -26,12 +27,6 @@ def _say(msg: str) -> None:
     print(f"[ltx2k all] {msg}", file=sys.stderr, flush=True)
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def ensure_store(store: str) -> str:
     """A local path that does not exist yet becomes a new bare repository."""
     if "://" in store or store.startswith("git@"):
@@ -39,7 +34,7 @@ def ensure_store(store: str) -> str:
     path = Path(store)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+        git.run(None, "init", "-q", "--bare", str(path), check=True)
         _say(f"created results store {path} (a bare git repo; branch asv-results)")
     return str(path.resolve())
 
@@ -134,7 +129,7 @@ def run_all(
     from ltx2k.report import publish
     from ltx2k.report.markdown import render_markdown
 
-    head = _git(repo, "rev-parse", "HEAD")
+    head = git.output(repo, "rev-parse", "HEAD")
     _say(f"4/5 regress: steps in the last {regress.DEFAULT_LAST} benchmarked commits up to HEAD")
     report = regress.regress(results, head, last=regress.DEFAULT_LAST, repo=str(repo))
     md = render_markdown(report)

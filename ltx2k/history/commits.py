@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Iterable, Mapping
 
+# commits.git(repo, ...): stdout, or None where git says no (an unknown ref, no repo).
+from ltx2k.git import output_or_none as git
+
 _HEX = re.compile(r"[0-9a-fA-F]{4,40}")
-
-
-def git(repo, *args: str) -> str | None:
-    """stdout of a git command in *repo*, or None when git fails."""
-    try:
-        proc = subprocess.run(
-            ["git", "-C", os.fspath(repo), *args], capture_output=True, text=True, check=False
-        )
-    except OSError:
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def check_repo(repo, flag: str = "--repo") -> None:

@@ -38,7 +38,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +45,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ltx2k import git
 
 DEFAULT_BRANCH = "asv-results"
 STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point at it
@@ -102,18 +103,8 @@ class _Log:
             print(f"ltx2k store: {msg}", file=stream, flush=True)
 
 
-def _git(cwd, *args: str, check: bool = True, extra: Sequence[str] = ()):
-    # LC_ALL=C: we read git's messages to tell a moved tip from a real error.
-    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-    proc = subprocess.run(
-        ["git", *extra, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
-    if check and proc.returncode != 0:
-        raise RuntimeError(
-            f"`git {' '.join(args)}` failed (exit {proc.returncode}): "
-            f"{(proc.stderr or proc.stdout).strip()}"
-        )
-    return proc
+# LC_ALL=C: we read git's messages to tell a moved tip from a real error.
+_GIT_ENV = {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
 
 
 # --- validation -------------------------------------------------------------------------
@@ -133,7 +124,7 @@ def _check_url(store_url) -> str:
 def _check_branch(branch) -> str:
     if not isinstance(branch, str) or not branch:
         raise ValueError(f"branch must be a branch name, got {branch!r}")
-    proc = _git(None, "check-ref-format", "--branch", branch, check=False)
+    proc = git.run(None, "check-ref-format", "--branch", branch, env=_GIT_ENV)
     if proc.returncode != 0 or branch.startswith("-"):
         raise ValueError(f"branch={branch!r} is not a valid git branch name")
     return branch
@@ -141,9 +132,9 @@ def _check_branch(branch) -> str:
 
 def _own_machines(machine_file) -> set[str]:
     """Machine names in asv's machine file (~/.asv-machine.json): this runner's own."""
-    from asv.machine import MachineCollection
+    from ltx2k import asv_compat
 
-    path = Path(machine_file or MachineCollection.get_machine_file_path())
+    path = Path(machine_file or asv_compat.machine_file_path())
     data = _read_json_object(path) if path.is_file() else None
     return {k for k, v in (data or {}).items() if k != "version" and isinstance(v, dict)}
 
@@ -218,15 +209,15 @@ def _read_json_object(path: Path) -> dict | None:
 
 
 def _write_benchmarks(path: Path, data: dict, *, atomic: bool = False) -> None:
-    from asv import util
+    from ltx2k import asv_compat
 
     if not atomic:
         # asv's own writer (sorted, indented): identical content gives identical bytes.
-        util.write_json(str(path), data, api_version=_BENCHMARKS_API_VERSION)
+        asv_compat.write_json(path, data, api_version=_BENCHMARKS_API_VERSION)
         return
     tmp = _tmp_name(path)
     try:
-        util.write_json(str(tmp), data, api_version=_BENCHMARKS_API_VERSION)
+        asv_compat.write_json(tmp, data, api_version=_BENCHMARKS_API_VERSION)
         _pause_point("replace")
         os.replace(tmp, path)
     finally:
@@ -415,7 +406,7 @@ def _collect(results_dir: Path, machines: list[str], log: _Log):
 
 
 def _remote_tip(store_url: str, branch: str) -> str | None:
-    proc = _git(None, "ls-remote", "--heads", store_url, f"refs/heads/{branch}", check=False)
+    proc = git.run(None, "ls-remote", "--heads", store_url, f"refs/heads/{branch}", env=_GIT_ENV)
     if proc.returncode != 0:
         # git's first complaint is the reason; the rest is advice about access rights.
         why = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git ls-remote failed")
@@ -426,15 +417,25 @@ def _remote_tip(store_url: str, branch: str) -> str | None:
 
 def _checkout_tip(work: Path, store_url: str, branch: str) -> str | None:
     """A fresh checkout of the branch tip in *work* (or an empty orphan branch)."""
-    _git(None, "init", "-q", str(work))
+    git.run(None, "init", "-q", str(work), check=True, env=_GIT_ENV)
     tip = _remote_tip(store_url, branch)
     if tip is None:
-        _git(work, "checkout", "-q", "--orphan", branch)
+        git.run(work, "checkout", "-q", "--orphan", branch, check=True, env=_GIT_ENV)
         return None
     # Only the tip is needed to add a commit on top of it.
-    _git(work, "fetch", "-q", "--depth=1", "--no-tags", store_url, f"refs/heads/{branch}")
-    fetched = _git(work, "rev-parse", "FETCH_HEAD").stdout.strip()
-    _git(work, "checkout", "-q", "-B", branch, fetched)
+    git.run(
+        work,
+        "fetch",
+        "-q",
+        "--depth=1",
+        "--no-tags",
+        store_url,
+        f"refs/heads/{branch}",
+        check=True,
+        env=_GIT_ENV,
+    )
+    fetched = git.output(work, "rev-parse", "FETCH_HEAD", env=_GIT_ENV)
+    git.run(work, "checkout", "-q", "-B", branch, fetched, check=True, env=_GIT_ENV)
     return fetched
 
 
@@ -462,18 +463,28 @@ def _apply(work: Path, files, bench: dict | None) -> list[str]:
 
 
 def _commit(work: Path, paths: list[str], message: str) -> str:
-    _git(work, "add", "--", *paths)
+    git.run(work, "add", "--", *paths, check=True, env=_GIT_ENV)
     identity = []
-    if not _git(work, "config", "user.email", check=False).stdout.strip():
-        identity = ["-c", "user.name=ltx2k store", "-c", "user.email=ltx2k-store@localhost"]
-    _git(work, "commit", "-q", "--no-verify", "-m", message, extra=identity)
-    return _git(work, "rev-parse", "HEAD").stdout.strip()
+    if not git.run(work, "config", "user.email", env=_GIT_ENV).stdout.strip():
+        identity = ["user.name=ltx2k store", "user.email=ltx2k-store@localhost"]
+    git.run(
+        work,
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        message,
+        check=True,
+        config=identity,
+        env=_GIT_ENV,
+    )
+    return git.output(work, "rev-parse", "HEAD", env=_GIT_ENV)
 
 
 def _push(work: Path, store_url: str, branch: str):
     # A plain refspec (no '+') and no --force: the server refuses anything
     # but a fast-forward, which is what keeps other runners' commits safe.
-    return _git(work, "push", "-q", store_url, f"HEAD:refs/heads/{branch}", check=False)
+    return git.run(work, "push", "-q", store_url, f"HEAD:refs/heads/{branch}", env=_GIT_ENV)
 
 
 def push_results(
