@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx2k import machine, runtime
+from ltx2k import asv_compat, machine, runtime
 
 # asv run's own range words: asv resolves them, git does not know them.
 _ASV_RANGE_WORDS = ("NEW", "ALL", "EXISTING", "TAGS")
@@ -38,21 +38,17 @@ def build_command(asv_args: list[str], config: str, machine_name: str) -> list[s
 
 def range_of(asv_args: Sequence[str]) -> str | None:
     """The commit range among *asv_args*, parsed with asv run's own option table."""
-    from ltx2k.shard import _asv_run_parser
-
     args = list(asv_args)
     if args and args[0] == "--":
         args = args[1:]
-    ns, _ = _asv_run_parser().parse_known_args(args)
+    ns, _ = asv_compat.run_parser().parse_known_args(args)
     return ns.range
 
 
 def _conf_repo(config: str) -> Path | None:
-    from asv import util
-
     try:
-        conf = util.load_json(config, js_comments=True)
-    except (OSError, util.UserError):
+        conf = asv_compat.load_json(config, js_comments=True)
+    except (OSError, asv_compat.user_error()):
         return None  # asv itself reports an unreadable config
     repo = Path(config).resolve().parent / str(conf.get("repo", "."))
     return repo if repo.is_dir() else None  # a URL: asv clones it, nothing to check here

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ltx2k import asv_compat
 from ltx2k.history.records import Record
 
 
@@ -29,8 +30,6 @@ def commit_vs_commit(head: Record, base: Record, alpha: float) -> tuple[bool, fl
 
     Returns (significant, p, test name).
     """
-    from asv import _stats
-
     hs, bs = head.stats, base.stats
     if not (hs and bs and hs.get("repeat", 0) != 1 and bs.get("repeat", 0) != 1):
         # No statistics (track_* benchmarks, single samples): asv compares by factor only.
@@ -39,7 +38,7 @@ def commit_vs_commit(head: Record, base: Record, alpha: float) -> tuple[bool, fl
     if a and b and rank_test_can_reach(len(a), len(b), alpha):
         # is_different's own rule for this case (p < threshold), without computing
         # the exact U distribution a second time: it dominates the cost of a report.
-        p = float(_stats.mann_whitney_u(a, b)[1])
+        p = float(asv_compat.mann_whitney_u(a, b)[1])
         return p < alpha, p, "mann-whitney"
-    significant = _stats.is_different(a, b, hs, bs, p_threshold=alpha)
-    return bool(significant), None, "ci-overlap"
+    significant = asv_compat.is_different(a, b, hs, bs, p_threshold=alpha)
+    return significant, None, "ci-overlap"

@@ -1,0 +1,188 @@
+"""Every use of asv's Python internals, in one module.
+
+asv's supported interface is its command line and its file formats. Its Python
+modules (``asv.util``, ``asv.results``, ``asv.repo``, ``asv.benchmarks``,
+``asv.commands.run``) carry no stability promise, and some of what ltx2k needs
+is private outright (``asv._stats``, ``Results._env_name``, ``Results._results``,
+``Run._setup_arguments``). ltx2k still uses them, so that it reads and writes
+asv's files, parses ``asv run``'s options and applies ``asv compare``'s test
+exactly as asv does; routing every use through here makes an asv upgrade a
+change to this one file.
+
+Checked against asv 0.6.6 (the version ``pyproject.toml``'s ``bench`` extra
+pins). asv is optional for the package (the kernels need only torch and
+Triton), so every function imports asv when called, never at import time.
+
+One exception lives elsewhere: ``ltx2k/asv_env.py`` is an environment plugin
+that asv itself loads, and a plugin has to subclass
+``asv.environment.Environment`` where asv finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping, Sequence
+
+ASV_VERSION_CHECKED = "0.6.6"
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+def user_error() -> type[Exception]:
+    """The exception asv raises for a bad file or config (``asv.util.UserError``)."""
+    from asv.util import UserError
+
+    return UserError
+
+
+def load_json(path, js_comments: bool = True):
+    """asv's JSON reader (asv.conf.json allows ``//`` comments); raises :func:`user_error`."""
+    from asv import util
+
+    return util.load_json(str(path), js_comments=js_comments)
+
+
+def write_json(path, data, api_version: int, compact: bool = False) -> None:
+    """asv's JSON writer: sorted and formatted as asv writes it, so equal data gives equal bytes."""
+    from asv import util
+
+    util.write_json(str(path), data, api_version=api_version, compact=compact)
+
+
+def load_result(path):
+    """One result file as :class:`asv.results.Results`; ValueError if asv cannot read it."""
+    from asv import util
+    from asv.results import Results
+
+    try:
+        return Results.load(str(path))
+    except util.UserError as e:
+        raise ValueError(str(e)) from e
+
+
+def result_env_name(res) -> str:
+    """The environment name of a loaded result (asv 0.6 has no public accessor)."""
+    return res._env_name
+
+
+def result_raw_values(res, benchmark: str):
+    """The value list as stored in the file, before asv zips it against the parameter
+    product (its accessors would silently truncate a malformed row); None if absent."""
+    return res._results.get(benchmark)
+
+
+def machine_file_path() -> str:
+    """Where asv keeps this host's machine file (``~/.asv-machine.json``)."""
+    from asv.machine import MachineCollection
+
+    return MachineCollection.get_machine_file_path()
+
+
+def machine_defaults() -> dict[str, str]:
+    """The machine fields ``asv machine`` fills in by itself (os, arch, cpu, num_cpu, ram)."""
+    from asv.machine import Machine
+
+    return {k: str(v) for k, v in Machine.get_defaults().items()}
+
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """asv's exact Mann-Whitney U test: (U, two-sided p)."""
+    from asv import _stats
+
+    u, p = _stats.mann_whitney_u(a, b)
+    return u, p
+
+
+def is_different(a, b, stats_a: Mapping, stats_b: Mapping, p_threshold: float) -> bool:
+    """``asv compare``'s significance rule (samples if any, else 99% CI overlap)."""
+    from asv import _stats
+
+    return bool(_stats.is_different(a, b, stats_a, stats_b, p_threshold=p_threshold))
+
+
+# --- asv run ----------------------------------------------------------------------------------
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(f"asv run arguments: {message}")
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """A parser with ``asv run``'s own option table, raising ValueError on bad arguments."""
+    from asv.commands.run import Run
+
+    p = _RaisingParser(prog="asv run", add_help=False)
+    Run._setup_arguments(p)  # asv's own table, so parsing matches `asv run`
+    return p
+
+
+def load_config(path):
+    """asv.conf.json as asv reads it (:class:`asv.config.Config`)."""
+    from asv.config import Config
+
+    return Config.load(str(path))
+
+
+def select_benchmarks(benchmarks: Iterable[Mapping], regex: Sequence[str]) -> list[str]:
+    """Names ``asv run -b regex...`` selects among benchmarks.json entries, parameters included."""
+    from asv.benchmarks import Benchmarks
+
+    conf = argparse.Namespace(benchmark_dir="benchmarks")
+    return sorted(Benchmarks(conf, list(benchmarks), regex=list(regex) or None).keys())
+
+
+def resolve_range(conf, spec: str | None, results_dir, date_period=None, steps=None):
+    """Commits ``asv run SPEC`` would benchmark, in asv's order (Run.run's switch).
+
+    *spec* is a git range or one of asv's words (ALL, NEW, EXISTING, TAGS, HEAD,
+    HASHFILE:path, ``-`` for stdin); None means the configured branches.
+    ValueError names an unknown commit or branch.
+    """
+    import sys
+    from pathlib import Path
+
+    from asv import util
+    from asv.repo import NoSuchNameError, get_repo
+    from asv.results import get_existing_hashes
+
+    repo = get_repo(conf)
+    old = None
+    try:
+        if spec is None:
+            commits = [repo.get_hash_from_name(b) for b in conf.branches]
+        elif spec == "EXISTING":
+            commits = get_existing_hashes(str(results_dir))
+        elif spec == "NEW":
+            old = get_existing_hashes(str(results_dir))
+            commits = repo.get_new_branch_commits(conf.branches, old)
+        elif spec == "TAGS":
+            commits = list(reversed(list(repo.get_tags().values())))
+        elif spec == "ALL":
+            commits = repo.get_new_branch_commits(conf.branches, [])
+        elif spec == "HEAD":
+            commits = [repo.get_hash_from_name("HEAD")]
+        elif spec.startswith("HASHFILE:"):
+            path = spec[len("HASHFILE:") :]
+            text = sys.stdin.read() if path == "-" else Path(path).read_text()
+            commits = [repo.get_hash_from_name(h.strip()) for h in text.splitlines() if h.strip()]
+        else:
+            commits = repo.get_hashes_from_range(spec)  # git rev-list --first-parent SPEC
+    except NoSuchNameError as e:
+        raise ValueError(f"range {spec!r}: unknown commit or branch {e}") from e
+    if date_period is not None:
+        commits = repo.filter_date_period(commits, date_period, old)
+    if steps is not None:
+        commits = util.pick_n(commits, steps)
+    return list(dict.fromkeys(repo.get_hash_from_name(c) for c in commits))
+
+
+def has_results(results_dir, machine: str, commit: str) -> bool:
+    """Whether *results_dir* holds any result file of *commit* on *machine*."""
+    from asv.results import iter_results_for_machine_and_hash
+
+    return any(True for _ in iter_results_for_machine_and_hash(str(results_dir), machine, commit))
