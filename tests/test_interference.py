@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltx2k import cli, shard
+from ltx2k import cli, partition
 from ltx2k.analysis import interference as itf
 from ltx2k.history import synthetic
 from ltx2k.history.records import Record
+from ltx2k.history.tags import read_tags
 
 NOISE = {"time_device_cold": 0.01, "time_host_latency": 0.05}
 N_SAMPLES = 20
@@ -219,7 +220,7 @@ def test_too_few_cells_are_inconclusive_and_keep_the_default():
     assert f.verdict == itf.FAMILY_INCONCLUSIVE  # 2/2**6 > 0.002: the test cannot decide
     assert rep.family("concurrent-suite", "time_device_cold").n_cells == 0
     policy = itf.suggest_policy(rep)
-    assert policy["exclusive"] == list(shard.CONSERVATIVE_EXCLUSIVE)
+    assert policy["exclusive"] == list(partition.CONSERVATIVE_EXCLUSIVE)
 
 
 def test_cells_without_samples_or_ci_are_insufficient():
@@ -299,8 +300,8 @@ def test_policy_follows_the_verdicts(verdicts, expected):
     policy = itf.suggest_policy(_family_report(verdicts))
     assert policy["exclusive"] == expected
     assert policy["verdicts"] == verdicts
-    pol = shard.Policy(tuple(policy["exclusive"]))  # what shard-run will do with it
-    default = shard.Policy(shard.CONSERVATIVE_EXCLUSIVE)
+    pol = partition.Policy(tuple(policy["exclusive"]))  # what shard-run will do with it
+    default = partition.Policy(partition.CONSERVATIVE_EXCLUSIVE)
     for fam, v in verdicts.items():
         name = f"bench_kernels.SplitRope.{fam}"
         want = {"within-noise": False, "exceeds-noise": True}.get(v, default.is_exclusive(name))
@@ -585,7 +586,7 @@ def test_script_end_to_end_on_fake_gpus(tmp_path):
     for cond in ("alone", "concurrent-suite", "concurrent-load", "alone-repeat"):
         files = list((out_dir / "results" / cond / "cpu-interpreter").glob("*-*.json"))
         assert len(files) == 1
-        tags = shard.read_tags(files[0])
+        tags = read_tags(files[0])
         assert {t["gpu_uuid"] for t in tags.values()} == {"GPU-fake-0000"}  # GPU A only
     assert set(data["conditions"]) == {"concurrent-suite", "concurrent-load", "alone-repeat"}
     # The neighbours really ran on GPU B, and were stopped.
@@ -602,7 +603,7 @@ MEASURED = MEASURED / "h200x2-2026-11-29-interference-results.tgz"
 
 
 def test_default_policy_is_what_the_h200_measurement_supports(tmp_path):
-    """shard.DEFAULT_EXCLUSIVE is re-derived from the committed 2x H200 results.
+    """partition.DEFAULT_EXCLUSIVE is re-derived from the committed 2x H200 results.
 
     The four conditions' asv results are data in the repo; analysing them again
     must give the verdicts the default rests on. Changing the default without
@@ -627,4 +628,4 @@ def test_default_policy_is_what_the_h200_measurement_supports(tmp_path):
     host = {c: rep.family(c, "time_host_latency").median_abs_shift for c in rep.conditions}
     assert host["alone-repeat"] > 0.10 and host["concurrent-suite"] < 1.5 * host["alone-repeat"]
     policy = itf.suggest_policy(rep)  # from the conservative prior
-    assert policy["exclusive"] == list(shard.DEFAULT_EXCLUSIVE) == []
+    assert policy["exclusive"] == list(partition.DEFAULT_EXCLUSIVE) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -76,3 +77,34 @@ def test_context_keeper_that_cannot_start_is_an_error(tmp_path):
     fake.chmod(0o755)
     with pytest.raises(RuntimeError, match="keeper did not start"):
         ContextKeeper(python=str(fake)).__enter__()
+
+
+def test_one_nvidia_smi_query_gives_gpus_count_and_driver(monkeypatch):
+    text = "0, GPU-aaaa, NVIDIA H200, 570.86.15\n1, GPU-bbbb, NVIDIA H200, 570.86.15\n"
+    gpus = machine.host_gpus(lambda: text)
+    assert [(g.index, g.uuid, g.name, g.driver) for g in gpus] == [
+        (0, "GPU-aaaa", "NVIDIA H200", "570.86.15"),
+        (1, "GPU-bbbb", "NVIDIA H200", "570.86.15"),
+    ]
+    assert gpus[0] == machine.Gpu(0, "GPU-aaaa", "NVIDIA H200")  # the driver is no identity
+    # The machine fields count the host's GPUs, not the ones CUDA_VISIBLE_DEVICES leaves.
+    monkeypatch.setattr(machine, "_nvidia_smi", lambda: text)
+    assert machine._host_info(fallback_count=1) == ("2", "570.86.15")
+    monkeypatch.setattr(machine, "_nvidia_smi", lambda: "")  # no driver installed
+    assert machine._host_info(fallback_count=1) == ("1", "unknown")
+
+    def broken():
+        raise RuntimeError("nvidia-smi exited 9")
+
+    monkeypatch.setattr(machine, "_nvidia_smi", broken)
+    assert machine._host_info(fallback_count=3) == ("3", "unknown")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU identity")
+def test_identify_pinned_writes_the_machine_file_in_a_child(tmp_path, monkeypatch):
+    monkeypatch.delenv("LTX2K_MACHINE", raising=False)
+    env = {**os.environ, "HOME": str(tmp_path)}
+    gpu = machine.Gpu(0, "GPU-fake-0000", "Fake")
+    assert machine.identify_pinned(gpu, env) == machine.CPU_MACHINE
+    data = json.loads((tmp_path / ".asv-machine.json").read_text())
+    assert data[machine.CPU_MACHINE]["machine"] == machine.CPU_MACHINE

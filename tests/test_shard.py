@@ -24,7 +24,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltx2k import shard
+from ltx2k import asv_launch, machine, partition, shard
+from ltx2k.history import merge
+from ltx2k.history.tags import read_tags
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "h200"
@@ -55,8 +57,8 @@ HOST = sorted(n for n in SUITE_NAMES if n.endswith(".time_host_latency"))
 NOT_HOST = sorted(set(SUITE_NAMES) - set(HOST))
 
 
-def gpus(n: int, name: str = H200) -> list[shard.Gpu]:
-    return [shard.Gpu(i, f"GPU-{i:04d}aaaa-bbbb", name) for i in range(n)]
+def gpus(n: int, name: str = H200) -> list[machine.Gpu]:
+    return [machine.Gpu(i, f"GPU-{i:04d}aaaa-bbbb", name) for i in range(n)]
 
 
 def commits(n: int) -> list[str]:
@@ -160,7 +162,7 @@ def load_file(dest: Path, commit: str) -> dict:
     return json.loads((dest / MACHINE / f"{commit[:8]}-{ENV_NAME}.json").read_text())
 
 
-HOST_EXCLUSIVE = shard.Policy(shard.CONSERVATIVE_EXCLUSIVE)  # exercises both phases
+HOST_EXCLUSIVE = partition.Policy(partition.CONSERVATIVE_EXCLUSIVE)  # exercises both phases
 
 
 def run(tmp_path, fake, n_gpus=3, n_commits=7, bench=(), policy=HOST_EXCLUSIVE, dest=None):
@@ -188,32 +190,32 @@ SMI = (
 
 
 def test_parse_gpu_query_and_visible_devices():
-    all_gpus = shard.parse_gpu_query(SMI)
+    all_gpus = machine.parse_gpu_query(SMI)
     assert [(g.index, g.uuid, g.name) for g in all_gpus] == [
         (0, "GPU-0a1b2c3d-0000", H200),
         (1, "GPU-1a1b2c3d-1111", H200),
         (2, "GPU-2a1b2c3d-2222", H200),
     ]
-    assert shard.visible_gpus(all_gpus, {}) == all_gpus
+    assert machine.visible_gpus(all_gpus, {}) == all_gpus
     # CUDA's order is the list's order, indices and unique UUID prefixes alike.
-    seen = shard.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "2,GPU-0a1b"})
+    seen = machine.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "2,GPU-0a1b"})
     assert [g.index for g in seen] == [2, 0]
-    assert shard.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert machine.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": ""}) == []
     with pytest.raises(ValueError, match="'7'"):
-        shard.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "0,7"})
+        machine.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "0,7"})
     with pytest.raises(ValueError, match="GPU-"):  # ambiguous prefix
-        shard.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "GPU-"})
+        machine.visible_gpus(all_gpus, {"CUDA_VISIBLE_DEVICES": "GPU-"})
     with pytest.raises(ValueError, match="nvidia-smi line"):
-        shard.parse_gpu_query("0, not-a-uuid, NVIDIA H200\n")
+        machine.parse_gpu_query("0, not-a-uuid, NVIDIA H200\n")
 
 
 def test_indices_on_a_mixed_host_need_pci_bus_order():
-    mixed = shard.parse_gpu_query("0, GPU-a, NVIDIA A100-SXM4-80GB\n1, GPU-b, NVIDIA H100\n")
+    mixed = machine.parse_gpu_query("0, GPU-a, NVIDIA A100-SXM4-80GB\n1, GPU-b, NVIDIA H100\n")
     with pytest.raises(ValueError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID"):
-        shard.visible_gpus(mixed, {"CUDA_VISIBLE_DEVICES": "1"})
+        machine.visible_gpus(mixed, {"CUDA_VISIBLE_DEVICES": "1"})
     env = {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert [g.uuid for g in shard.visible_gpus(mixed, env)] == ["GPU-b"]
-    assert [g.uuid for g in shard.visible_gpus(mixed, {"CUDA_VISIBLE_DEVICES": "GPU-b"})] == [
+    assert [g.uuid for g in machine.visible_gpus(mixed, env)] == ["GPU-b"]
+    assert [g.uuid for g in machine.visible_gpus(mixed, {"CUDA_VISIBLE_DEVICES": "GPU-b"})] == [
         "GPU-b"
     ]
 
@@ -230,7 +232,7 @@ def test_select_gpus():
         shard.select_gpus(four, 5)
     with pytest.raises(ValueError, match="no GPU visible"):
         shard.select_gpus([], "auto")
-    mixed = [*gpus(1), shard.Gpu(1, "GPU-x", "NVIDIA H100")]
+    mixed = [*gpus(1), machine.Gpu(1, "GPU-x", "NVIDIA H100")]
     with pytest.raises(ValueError, match="different models"):
         shard.select_gpus(mixed, "auto")
 
@@ -243,7 +245,7 @@ def test_listing_gpus_never_imports_torch(tmp_path):
     fake.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
     fake.chmod(0o755)
     code = (
-        "import sys; from ltx2k import shard; g = shard.list_gpus(); "
+        "import sys; from ltx2k import machine; g = machine.list_gpus(); "
         "print(len(g), [x.index for x in g], 'torch' in sys.modules)"
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "1,2"}
@@ -261,7 +263,7 @@ def test_listing_gpus_never_imports_torch(tmp_path):
 @given(n_commits=st.integers(1, 40), n=st.integers(1, 9))
 def test_split_covers_every_commit_exactly_once(n_commits, n):
     cs = commits(n_commits)
-    parts = shard.split_commits(cs, n)
+    parts = partition.split_commits(cs, n)
     assert len(parts) == n
     flat = [c for p in parts for c in p]
     assert sorted(flat) == sorted(cs)  # every commit, none twice
@@ -274,29 +276,29 @@ def test_split_covers_every_commit_exactly_once(n_commits, n):
 
 def test_split_rejects_bad_input():
     with pytest.raises(ValueError, match="duplicates"):
-        shard.split_commits(["a", "b", "a"], 2)
+        partition.split_commits(["a", "b", "a"], 2)
     with pytest.raises(ValueError, match="n must be"):
-        shard.split_commits(["a"], 0)
+        partition.split_commits(["a"], 0)
 
 
 def test_parse_asv_args_consumes_range_bench_and_steps():
-    a = shard.parse_asv_args(
+    a = asv_launch.parse_asv_args(
         ["--", "-b", "Split", "--quick", "--bench=Ada", "-bX", "-s", "4", "main~9..main", "-e"]
     )
     assert a.range_spec == "main~9..main"
     assert a.bench == ("Split", "Ada", "X")
     assert a.steps == 4
     assert a.passthrough == ("--quick", "-e")
-    b = shard.parse_asv_args(["--skip-existing-commits", "-a", "repeat=3", "ALL"])
+    b = asv_launch.parse_asv_args(["--skip-existing-commits", "-a", "repeat=3", "ALL"])
     assert (b.range_spec, b.skip_existing_commits) == ("ALL", True)
     assert b.passthrough == ("--skip-existing-commits", "-a", "repeat=3")
-    assert shard.parse_asv_args([]).range_spec is None
+    assert asv_launch.parse_asv_args([]).range_spec is None
     with pytest.raises(ValueError, match="--machine"):
-        shard.parse_asv_args(["--machine", "h100", "HEAD^!"])
+        asv_launch.parse_asv_args(["--machine", "h100", "HEAD^!"])
     with pytest.raises(ValueError, match="asv run arguments"):
-        shard.parse_asv_args(["A..B", "C..D"])
+        asv_launch.parse_asv_args(["A..B", "C..D"])
     with pytest.raises(ValueError, match="asv run arguments"):
-        shard.parse_asv_args(["--no-such-option"])
+        asv_launch.parse_asv_args(["--no-such-option"])
 
 
 USER_FILTERS = [
@@ -321,38 +323,38 @@ def test_phase_regexes_select_the_phase_within_the_user_filter(names, user):
 
     ns = argparse_ns()
     want = Benchmarks(ns, SUITE, regex=user or None)
-    got = Benchmarks(ns, SUITE, regex=shard.phase_regexes(sorted(names), user))
+    got = Benchmarks(ns, SUITE, regex=partition.phase_regexes(sorted(names), user))
     expected = {n: want.benchmark_selection[n] for n in want if n in names}
     assert {n: got.benchmark_selection[n] for n in got} == expected
 
 
 def test_partition_follows_policy_and_filter():
-    conc, excl = shard.partition(SUITE, [], HOST_EXCLUSIVE)
+    conc, excl = partition.partition(SUITE, [], HOST_EXCLUSIVE)
     assert (list(conc), list(excl)) == (NOT_HOST, HOST)
-    conc, excl = shard.partition(SUITE, [], shard.Policy())  # the measured default
+    conc, excl = partition.partition(SUITE, [], partition.Policy())  # the measured default
     assert (list(conc), excl) == (SUITE_NAMES, ())
-    conc, excl = shard.partition(SUITE, [r"SplitRope\.time_"], HOST_EXCLUSIVE)
+    conc, excl = partition.partition(SUITE, [r"SplitRope\.time_"], HOST_EXCLUSIVE)
     assert conc == ("bench_kernels.SplitRope.time_device_cold",)
     assert excl == ("bench_kernels.SplitRope.time_host_latency",)
-    conc, excl = shard.partition(SUITE, [], shard.Policy(()))
+    conc, excl = partition.partition(SUITE, [], partition.Policy(()))
     assert (list(conc), excl) == (SUITE_NAMES, ())
 
 
 def test_policy_load_and_validation(tmp_path):
     p = tmp_path / "policy.json"
     p.write_text(json.dumps({"exclusive": [r"\.time_device_cold$"], "decided_by": "x"}))
-    pol = shard.Policy.load(p)
+    pol = partition.Policy.load(p)
     assert pol.is_exclusive("bench_kernels.SplitRope.time_device_cold")
     assert not pol.is_exclusive("bench_kernels.SplitRope.time_host_latency")
     assert HOST_EXCLUSIVE.is_exclusive("bench_kernels.AdaValues9.time_host_latency")
-    assert not shard.Policy().is_exclusive("bench_kernels.AdaValues9.time_host_latency")
+    assert not partition.Policy().is_exclusive("bench_kernels.AdaValues9.time_host_latency")
     with pytest.raises(ValueError, match="does not compile"):
-        shard.Policy(("(",))
+        partition.Policy(("(",))
     with pytest.raises(TypeError, match="sequence of regex"):
-        shard.Policy(r"\.time_host_latency$")
+        partition.Policy(r"\.time_host_latency$")
     p.write_text(json.dumps({"exclusive": "oops"}))
     with pytest.raises(ValueError, match="'exclusive' list"):
-        shard.Policy.load(p)
+        partition.Policy.load(p)
 
 
 def git_repo(root: Path, n: int):
@@ -403,25 +405,25 @@ def test_resolve_commits_matches_git_and_skips_existing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # asv resolves the config's "repo" against the cwd
     conf = Config.load(str(conf_path))
     newest_first = list(reversed(cs))
-    got = shard.resolve_commits(conf, shard.parse_asv_args(["ALL"]), results, MACHINE)
+    got = asv_launch.resolve_commits(conf, asv_launch.parse_asv_args(["ALL"]), results, MACHINE)
     assert got == newest_first
     rng = f"{cs[0]}..{cs[4]}"
     assert (
-        shard.resolve_commits(conf, shard.parse_asv_args([rng]), results, MACHINE)
+        asv_launch.resolve_commits(conf, asv_launch.parse_asv_args([rng]), results, MACHINE)
         == (newest_first[:4])
     )
-    skip = shard.parse_asv_args(["--skip-existing-commits", "ALL"])
-    assert shard.resolve_commits(conf, skip, results, MACHINE) == [cs[3]]
+    skip = asv_launch.parse_asv_args(["--skip-existing-commits", "ALL"])
+    assert asv_launch.resolve_commits(conf, skip, results, MACHINE) == [cs[3]]
     hashfile = tmp_path / "hashes.txt"
     hashfile.write_text(f"{cs[1][:10]}\n\n{cs[2]}\n")
-    got = shard.resolve_commits(
-        conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
+    got = asv_launch.resolve_commits(
+        conf, asv_launch.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
     )
     assert got == [cs[1], cs[2]]
     with pytest.raises(ValueError, match="unknown commit"):
         hashfile.write_text("deadbeefdeadbeef\n")
-        shard.resolve_commits(
-            conf, shard.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
+        asv_launch.resolve_commits(
+            conf, asv_launch.parse_asv_args([f"HASHFILE:{hashfile}"]), results, MACHINE
         )
 
 
@@ -467,7 +469,7 @@ def test_shard_run_three_fake_gpus(tmp_path):
             data = load_file(dest, c)
             assert sorted(data["results"]) == SUITE_NAMES
             assert {v[0][0] for v in data["results"].values()} == {1.0 + gpu.index}
-            tags = shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+            tags = read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
             assert set(tags) == set(SUITE_NAMES)
             for name, tag in tags.items():
                 assert (tag["gpu_index"], tag["gpu_uuid"], tag["gpu_name"]) == (
@@ -517,7 +519,7 @@ def test_copied_in_file_is_updated_and_old_tags_survive(tmp_path):
     # A first run measured host latency of both commits on two GPUs...
     run(tmp_path, FakeAsv(), n_gpus=2, n_commits=2, bench=["time_host_latency"])
     before = {c: load_file(dest, c) for c in cs}
-    old_tags = {c: shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json") for c in cs}
+    old_tags = {c: read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json") for c in cs}
     # ...a second one adds device time on one GPU: asv merges into the copied-in files.
     res = shard.shard_run(
         cs,
@@ -539,7 +541,7 @@ def test_copied_in_file_is_updated_and_old_tags_survive(tmp_path):
         assert sorted(host) == HOST
         for n in host:  # old measurements kept, untouched
             assert after["results"][n] == before[c]["results"][n]
-        tags = shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+        tags = read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
         for n in HOST:
             assert tags[n] == old_tags[c][n]  # measured by the first run's GPU
         for n in (x for x in SUITE_NAMES if x.endswith("time_device_cold")):
@@ -599,7 +601,7 @@ def test_merge_results_rules(tmp_path):
     (a / "benchmarks.json").write_text(json.dumps({"x": {"v": 1}, "version": 2}))
     (b / "benchmarks.json").write_text(json.dumps({"y": {"v": 1}, "version": 2}))
     (dest / "benchmarks.json").write_text(json.dumps({"old": {"v": 0}, "x": {"v": 0}}))
-    rep = shard.merge_results(dest, [a, b])
+    rep = merge.merge_results(dest, [a, b])
     assert sorted(rep.copied) == [f"{MACHINE}/both.json", f"{MACHINE}/new.json"]
     assert rep.unchanged == [f"{MACHINE}/same.json"]
     assert sorted(rep.replaced) == ["benchmarks.json", f"{MACHINE}/machine.json"]
@@ -654,7 +656,7 @@ def test_a_run_stopped_in_its_exclusive_phase_keeps_the_concurrent_phase(tmp_pat
     for c in commits(4):
         data = load_file(dest, c)
         assert sorted(data["results"]) == NOT_HOST  # every device-time result landed
-        tags = shard.read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+        tags = read_tags(dest / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
         assert set(tags) == set(NOT_HOST)
         assert {t["mode"] for t in tags.values()} == {"concurrent"}
     (work,) = tmp_path.glob("ltx2k-shard-*")  # kept for inspection
@@ -669,16 +671,16 @@ def test_two_landings_report_each_file_once(tmp_path):
     assert not set(res.merge.replaced) & set(res.merge.copied)
     assert not res.merge.unchanged and not res.merge.conflicts
     for c in commits(3):
-        tags = shard.read_tags(tmp_path / "results" / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
+        tags = read_tags(tmp_path / "results" / MACHINE / f"{c[:8]}-{ENV_NAME}.json")
         assert sorted(tags) == SUITE_NAMES  # phase-1 tags survived asv's phase-2 rewrite
 
 
 def test_accumulate_keeps_the_strongest_change_and_one_conflict_per_path():
-    total = shard.MergeReport()
-    c1 = shard.Conflict("h200/x.json", "/w/1", "first")
-    shard._accumulate(total, shard.MergeReport(copied=["a"], unchanged=["b"], conflicts=[c1]))
-    c2 = shard.Conflict("h200/x.json", "/w/2", "second")
-    shard._accumulate(total, shard.MergeReport(replaced=["a", "b"], copied=["c"], conflicts=[c2]))
+    total = merge.MergeReport()
+    c1 = merge.Conflict("h200/x.json", "/w/1", "first")
+    merge.accumulate(total, merge.MergeReport(copied=["a"], unchanged=["b"], conflicts=[c1]))
+    c2 = merge.Conflict("h200/x.json", "/w/2", "second")
+    merge.accumulate(total, merge.MergeReport(replaced=["a", "b"], copied=["c"], conflicts=[c2]))
     assert (sorted(total.copied), total.replaced, total.unchanged) == (["a", "c"], ["b"], [])
     assert total.conflicts == [c2]
 
@@ -715,7 +717,7 @@ def test_launcher_command_isolates_each_shard(tmp_path):
     )
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "ltx2k").mkdir()
-    launcher = shard.AsvLauncher(conf, "h200", ["--quick"], log=False)
+    launcher = asv_launch.AsvLauncher(conf, "h200", ["--quick"], log=False)
     work = tmp_path / "w" / "shard0-gpu0"
     cmd = launcher.command(commits(2), work / "results", ["^x", "y"])
     assert cmd[:4] == [sys.executable, "-m", "asv", "run"]
@@ -780,7 +782,7 @@ def test_end_to_end_two_fake_gpus_on_the_interpreter(tmp_path, monkeypatch):
     one = r"\('blocked', 'B2_S1_H5_D32'\)"
     rc = shard.run(
         ["-b", rf"SplitRope\.time_(device_warm|host_latency){one}", "HEAD~2..HEAD"],
-        gpu_list=[shard.Gpu(0, "GPU-fake-0000", "Fake"), shard.Gpu(1, "GPU-fake-1111", "Fake")],
+        gpu_list=[machine.Gpu(0, "GPU-fake-0000", "Fake"), machine.Gpu(1, "GPU-fake-1111", "Fake")],
         results=str(tmp_path / "results"),
         policy=HOST_EXCLUSIVE,  # both phases, with real asv
     )
@@ -798,7 +800,7 @@ def test_end_to_end_two_fake_gpus_on_the_interpreter(tmp_path, monkeypatch):
     files = sorted((tmp_path / "results" / "cpu-interpreter").glob("*-*.json"))
     uuids = set()
     for f in files:
-        tags = shard.read_tags(f)
+        tags = read_tags(f)
         assert {t["mode"] for t in tags.values()} == {"concurrent", "exclusive"}
         assert tags[names[1]]["mode"] == "exclusive"
         uuids |= {t["gpu_uuid"] for t in tags.values()}
@@ -811,7 +813,7 @@ def test_each_shard_gets_its_own_home_with_the_machine_file(tmp_path):
     real.mkdir()
     (real / ".asv-machine.json").write_text('{"h200": {"machine": "h200"}, "version": 1}\n')
     base = {"HOME": str(real), "TRITON_CACHE_DIR": "/data/triton"}
-    gpus = [shard.Gpu(0, "GPU-a", "Fake"), shard.Gpu(1, "GPU-b", "Fake")]
+    gpus = [machine.Gpu(0, "GPU-a", "Fake"), machine.Gpu(1, "GPU-b", "Fake")]
     envs = [shard.shard_env(base, g, home=tmp_path / f"home{g.index}") for g in gpus]
     homes = [e["HOME"] for e in envs]
     assert len(set(homes)) == 2 and str(real) not in homes

@@ -46,6 +46,7 @@ from pathlib import Path
 from ltx2k.analysis.significance import rank_test_can_reach, samples, signed_rank_can_reach
 from ltx2k.analysis.thresholds import DEFAULT_ALPHA
 from ltx2k.history.records import Record, load_results
+from ltx2k.partition import CONSERVATIVE_EXCLUSIVE
 
 FAMILIES = ("time_device_cold", "time_host_latency")
 REFERENCE = "alone"
@@ -342,7 +343,7 @@ def suggest_policy(
     prior, as do families not measured.
     """
     if default is None:
-        from ltx2k.shard import CONSERVATIVE_EXCLUSIVE as default
+        default = CONSERVATIVE_EXCLUSIVE
     if decide not in report.conditions:
         raise ValueError(f"decide={decide!r} is not among conditions {list(report.conditions)}")
     exclusive = list(default)
