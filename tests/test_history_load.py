@@ -352,3 +352,26 @@ def test_every_cut_of_a_result_file_reads_as_truncated(tmp_path):
         with pytest.raises(json.JSONDecodeError) as e:
             json.loads(garbage)
         assert not _cut_short(garbage, e.value.pos), garbage
+
+
+def test_gpu_uuid_comes_from_the_shard_run_tag(hist):
+    """Records carry the GPU shard-run wrote into their file; untagged files say None."""
+    from ltx2k.history.tags import TAG_KEY, tag_results
+    from ltx2k.machine import Gpu
+
+    _, results = hist
+    gpu = Gpu(1, "GPU-0a1b2c3d-aaaa-bbbb-cccc-000000000001", "NVIDIA H200")
+    assert tag_results(results, "h200", gpu, {}, {})  # asv's writer, as shard-run writes it
+    files = result_files(results, "h200")
+    broken = "bench_kernels.SplitRope.time_device_cold"
+    _edit(files[0], lambda d: d[TAG_KEY]["benchmarks"].__setitem__(broken, "not a tag"))
+    records, problems = load_results(results)
+    assert only_injected_failure(problems) == []  # a tag never makes a problem
+    first = files[0].stem.split("-", 1)[0]  # <commit[:8]>-<env>.json
+    for r in records:
+        if r.machine != "h200":
+            assert r.gpu_uuid is None
+        elif r.benchmark == broken and r.commit.startswith(first):
+            assert r.gpu_uuid is None  # a malformed entry is "GPU unknown", never a guess
+        else:
+            assert r.gpu_uuid == gpu.uuid, r

@@ -368,6 +368,31 @@ def test_ci_only_results_use_asvs_ci_overlap_rule():
     assert row.cells["m"].test == "ci-overlap" and row.cells["m"].flag == "ok"
 
 
+def test_cells_carry_the_gpu_that_measured_head():
+    """Cell.gpu_uuid is the head record's GPU (shard-run's tag), in both modes, and in the JSON."""
+    from ltx2k.analysis.model import Cell, Report
+
+    base = [float(x) for x in range(1, 11)]
+    uuid = "GPU-0a1b2c3d-aaaa-bbbb-cccc-000000000001"
+    commits = [f"{i:02x}" * 20 for i in range(1, 7)]  # dates ascending with the commit
+    recs = [_rec(base, c) for c in commits[:-1]]
+    recs.append(Record(**{**_rec(base, commits[-1]).__dict__, "gpu_uuid": uuid}))
+    for report in (
+        regress.compare(recs, commits[-1], baseline=commits[-2]),
+        regress.compare(recs, commits[-1], last=5),
+    ):
+        (row,) = report.rows
+        assert row.cells["m"].gpu_uuid == uuid
+        again = Report.from_json(json.loads(json.dumps(report.to_json())))
+        assert again == report and again.rows[0].cells["m"].gpu_uuid == uuid
+    untagged = regress.compare(recs[:-1], commits[-2], baseline=commits[-3])
+    assert untagged.rows[0].cells["m"].gpu_uuid is None
+    assert untagged.to_json()["rows"][0]["cells"]["m"]["gpu_uuid"] is None
+    # A report written before the field existed still reads, as "GPU unknown".
+    old = {"ratio": 1.0, "flag": "ok", "head": 1.0, "base": 1.0, "p_value": None, "test": "none"}
+    assert Cell.from_json(old).gpu_uuid is None
+
+
 def test_allocation_count_any_increase(hist, loaded):
     records, _ = loaded
     head = [

@@ -79,6 +79,9 @@ class Cell:
     step: StepInfo | None = None  # the step that decides the flag (history mode)
     earlier: tuple[StepInfo, ...] = ()  # older steps in the window, for context
     noise: float | None = None  # between-run noise the history was judged against
+    # The physical GPU that measured the head value, from shard-run's tag in the
+    # result file (Record.gpu_uuid); None when the file names only the GPU model.
+    gpu_uuid: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -91,6 +94,7 @@ class Cell:
             "step": self.step.to_json() if self.step else None,
             "earlier_steps": [s.to_json() for s in self.earlier],
             "noise": self.noise,
+            "gpu_uuid": self.gpu_uuid,
         }
 
     @classmethod
@@ -106,6 +110,7 @@ class Cell:
             StepInfo.from_json(step) if step else None,
             tuple(StepInfo.from_json(s) for s in d.get("earlier_steps") or ()),
             d.get("noise"),
+            d.get("gpu_uuid"),
         )
 
 

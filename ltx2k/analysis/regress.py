@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import (
@@ -205,8 +206,9 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             b = index.get((m, base_sha), {}).get(key)
             hv = h.value if h is not None else None
             bv = b.value if b is not None else None
+            gpu = h.gpu_uuid if h is not None else None
             if hv is None or bv is None:
-                cells[m] = Cell(None, "insufficient", hv, bv, None, "none")
+                cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu)
                 continue
             r = hv / bv if bv != 0 else (1.0 if hv == 0 else None)
             worse, better = _worse_better(hv, bv, ratio_thr, higher)
@@ -218,7 +220,7 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
                 if better and significant
                 else "ok"
             )
-            cells[m] = Cell(r, flag, hv, bv, p, test)
+            cells[m] = Cell(r, flag, hv, bv, p, test, gpu_uuid=gpu)
         rows.append(_row(key, keys[key], thresholds, cells, ratio_thr))
     return rows
 
@@ -247,7 +249,9 @@ def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recen
             if s is None:
                 cells[m] = Cell(None, "insufficient", None, None, None, "none")
                 continue
-            cells[m] = _history_cell(s, priors[(m, key[0])], thresholds, pos, order, recent)
+            cell = _history_cell(s, priors[(m, key[0])], thresholds, pos, order, recent)
+            head = s.points[-1].record
+            cells[m] = replace(cell, gpu_uuid=head.gpu_uuid if head is not None else None)
         rows.append(_row(key, keys[key], thresholds, cells, thresholds.step_for(key[0])))
     return rows
 

@@ -10,6 +10,10 @@ still shows up, as Problems naming that machine, so a dashboard can say
 Machine information (``results/<machine>/machine.json``) is attached to
 every record as ``Record.machine_info``: one read-only mapping per machine,
 shared by all of its records and excluded from equality and hashing.
+
+The physical GPU that measured a record is ``Record.gpu_uuid``, from the tag
+``ltx2k shard-run`` writes into the result file (:mod:`ltx2k.history.tags`);
+None for results a plain ``asv run`` wrote, which name only the GPU model.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+
+from ltx2k import asv_compat
+from ltx2k.history.tags import tags_of
 
 # asv stores the API version in every file; these are the versions asv 0.6 writes.
 RESULTS_API_VERSION = 2
@@ -57,6 +64,7 @@ class Record:
     machine_info: Mapping = field(
         default_factory=lambda: _EMPTY, compare=False, hash=False, repr=False
     )
+    gpu_uuid: str | None = None  # "GPU-..." from shard-run's tag; None if the file has none
 
     @property
     def param_dict(self) -> dict[str, str]:
@@ -309,9 +317,6 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
 def _load_machine(
     machine_dir: Path, benchmarks: dict, problems: list[Problem], unknown: dict[str, str]
 ) -> list[Record]:
-    from asv import util
-    from asv.results import Results
-
     name = machine_dir.name
     info = _load_machine_json(machine_dir, problems)
     files = sorted(
@@ -339,8 +344,8 @@ def _load_machine(
         ):
             continue
         try:
-            res = Results.load(str(path))
-        except (util.UserError, KeyError, TypeError, ValueError, AttributeError) as e:
+            res = asv_compat.load_result(path)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             del problems[n_before:]
             problems.append(
                 Problem(
@@ -365,7 +370,8 @@ def _load_machine(
             )
             continue
         usable += 1
-        records.extend(_records_of(res, path, name, info, benchmarks, problems, unknown))
+        gpus = _gpu_uuids(data)
+        records.extend(_records_of(res, path, name, info, benchmarks, problems, unknown, gpus))
 
     if usable == 0:
         problems.append(
@@ -401,9 +407,21 @@ def _opt_float(x) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _records_of(res, path: Path, machine, info, benchmarks, problems, unknown) -> list[Record]:
+def _gpu_uuids(data) -> dict[str, str]:
+    """benchmark -> GPU UUID from the file's shard-run tag; a malformed entry is no GPU."""
+    out = {}
+    for name, tag in tags_of(data).items():
+        uuid = tag.get("gpu_uuid") if isinstance(tag, Mapping) else None
+        if isinstance(uuid, str) and uuid:
+            out[name] = uuid
+    return out
+
+
+def _records_of(
+    res, path: Path, machine, info, benchmarks, problems, unknown, gpus: Mapping[str, str]
+) -> list[Record]:
     out: list[Record] = []
-    env = res._env_name  # asv 0.6 has no public accessor for the env name
+    env = asv_compat.result_env_name(res)
     for name in sorted(res.get_all_result_keys()):
         meta = benchmarks.get(name)
         if meta is None and benchmarks:
@@ -448,6 +466,7 @@ def _records_of(res, path: Path, machine, info, benchmarks, problems, unknown) -
                     unit=unit,
                     env=str(env),
                     machine_info=info,
+                    gpu_uuid=gpus.get(name),
                 )
             )
         for kind, labels in failed.items():
@@ -474,7 +493,7 @@ def _rows_of(res, name: str, meta: dict):
     combos = list(itertools.product(*bparams))
     # The raw stored list (asv's accessors zip it against the parameter
     # product and would silently truncate a malformed row).
-    raw = res._results.get(name)
+    raw = asv_compat.result_raw_values(res, name)
     if raw is not None and not isinstance(raw, list):
         raw = [raw]  # very old unparameterized layout: a bare number
     if raw is not None and len(raw) != len(combos):
