@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write a synthetic multi-GPU asv history (see ltx2k/history/synthetic.py).
+"""Write a synthetic multi-GPU asv history (see tools/synthetic_history.py).
 
 Example::
 
@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+# tools/ is not installed: it is imported from the checkout this script is in.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ltx2k.history import synthetic
+    from tools import synthetic_history as synthetic
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out_dir", help="folder to create (must not exist, or be empty)")

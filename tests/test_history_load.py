@@ -13,7 +13,7 @@ from asv.results import Results
 
 from ltx2k import shapes
 from ltx2k.history.records import Problem, Record, load_results
-from ltx2k.history.synthetic import generate_history
+from tools.synthetic_history import generate_history
 
 FAIL = "h100-80gb-hbm3:SplitRope.time_device_warm:eager:B4_S25_H32_D64:commit=1"
 

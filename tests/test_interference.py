@@ -1,7 +1,7 @@
 """Interference analysis on synthetic runs with known, injected shifts.
 
 Records are built the way asv stores them: lognormal samples (the noise
-levels of ltx2k.history.synthetic: 1% device time, 5% host latency) and
+levels of tools/synthetic_history.py: 1% device time, 5% host latency) and
 asv's own compute_stats for the median and its 99% CI. Expectations come
 from the injected shift, the noise and the alone run's CI band (an input),
 never from the code under test.
@@ -25,9 +25,9 @@ import pytest
 
 from ltx2k import cli, partition
 from ltx2k.analysis import interference as itf
-from ltx2k.history import synthetic
 from ltx2k.history.records import Record
 from ltx2k.history.tags import read_tags
+from tools import synthetic_history as synthetic
 
 NOISE = {"time_device_cold": 0.01, "time_host_latency": 0.05}
 N_SAMPLES = 20

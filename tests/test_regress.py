@@ -20,7 +20,7 @@ from ltx2k import cli
 from ltx2k.analysis import regress
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.history.records import Record, load_results
-from ltx2k.history.synthetic import Step, generate_history, suite
+from tools.synthetic_history import Step, generate_history, suite
 
 A100, H100, H200 = "a100-sxm4-80gb", "h100-80gb-hbm3", "h200"
 STEP_AT = 12

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ltx2k import metrics
 from ltx2k.analysis.significance import rank_test_can_reach, samples, signed_rank_can_reach
 from ltx2k.analysis.thresholds import DEFAULT_ALPHA
 from ltx2k.history.records import Record, load_results
@@ -60,8 +61,6 @@ INSUFFICIENT = "insufficient"
 FAMILY_EXCEEDS = "exceeds-noise"
 FAMILY_WITHIN = "within-noise"
 FAMILY_INCONCLUSIVE = "inconclusive"
-
-_TITLES = {"time_device_cold": "device time, cold L2", "time_host_latency": "host latency"}
 
 
 @dataclass(frozen=True)
@@ -408,7 +407,7 @@ def render_markdown(
     for f in sorted(report.families, key=lambda x: (x.family, x.condition)):
         ci = f"{_pct(f.shift_ci[0])} .. {_pct(f.shift_ci[1])}" if f.shift_ci else "-"
         lines.append(
-            f"| {_TITLES.get(f.family, f.family)} (`{f.family}`) | {f.condition} | {f.n_cells} "
+            f"| {metrics.title(f.family)} (`{f.family}`) | {f.condition} | {f.n_cells} "
             f"| {_pct(f.median_shift)} | {ci} | {_abs_pct(f.median_abs_shift)} "
             f"| {_pct(f.median_band, signed=False)} "
             f"| {f.n_exceeding}/{f.n_cells} | {_p(f.p_value)} | **{f.verdict}** |"
@@ -509,7 +508,7 @@ def figure(report: InterferenceReport):
                     facecolors=face,
                     edgecolors=colours[cond],
                 )
-        ax.set_title(f"{_TITLES.get(fam, fam)} ({fam}): shift vs {report.reference}")
+        ax.set_title(f"{metrics.title(fam)} ({fam}): shift vs {report.reference}")
         ax.set_ylabel("shift (%)")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels([_short_label(k) for k in keys], rotation=90, fontsize=6)

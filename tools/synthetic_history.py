@@ -1,5 +1,8 @@
 """Synthetic multi-GPU asv history, for tests and for demonstrating reports.
 
+Test data, not product: it lives in tools/, outside the installed package
+(``scripts/synth_history.py`` is its command line).
+
 It writes what ``asv run --record-samples`` on three GPU runners would have
 written over ~20 commits of a real (throwaway) git repository: result files
 built with asv's own :class:`asv.results.Results` (so samples, 99% CIs and
@@ -27,7 +30,6 @@ import itertools
 import json
 import os
 import re
-import subprocess
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,10 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ltx2k import shapes
+from ltx2k import cases, git, metrics
 
-MODULE = "bench_kernels"
-KERNELS = ("SplitRope", "AdaValues9")
+MODULE = "bench_kernels"  # benchmarks/bench_kernels.py, the asv suite's module
+# asv class name -> the kernel's spec (its name, variants and shapes).
+_SPECS = {spec.asv_class: spec for spec in cases.KERNELS.values()}
+KERNELS = tuple(_SPECS)
+# The metrics the model below gives values for.
 METRICS = (
     "time_device_cold",
     "time_device_warm",
@@ -46,13 +51,7 @@ METRICS = (
     "track_allocations",
     "track_pct_copy_bandwidth",
 )
-UNITS = {
-    "time_device_cold": "seconds",
-    "time_device_warm": "seconds",
-    "time_host_latency": "seconds",
-    "track_allocations": "allocations",
-    "track_pct_copy_bandwidth": "%",
-}
+UNITS = {m: metrics.METRICS[m].unit for m in METRICS}
 ENV_NAME = "existing-py_opt_torch_.venv_bin_python"
 TIMEOUT_S = 60.0
 
@@ -77,21 +76,22 @@ MACHINES: dict[str, dict] = {
 }
 DEFAULT_MACHINES = tuple(MACHINES)
 
-# (bandwidth efficiency, kernel launches, allocations) per kernel variant:
-# sglang's original kernels (per_head, separate) reach less of the copy bandwidth
-# and separate launches 9; eager launches several kernels, the optimized ones one.
+# (bandwidth efficiency, kernel launches, allocations) per kernel (ltx2k.cases
+# name) and variant: sglang's original kernels (per_head, separate) reach less
+# of the copy bandwidth and separate launches 9; eager launches several kernels,
+# the optimized ones one. A variant added to ltx2k.cases needs a line here.
 _VARIANT_MODEL = {
-    ("SplitRope", "per_head"): (0.55, 1, 1),
-    ("SplitRope", "blocked"): (0.85, 1, 1),
-    ("SplitRope", "eager"): (0.35, 6, 6),
-    ("SplitRope", "compiled"): (0.70, 1, 2),
-    ("AdaValues9", "separate"): (0.50, 9, 9),
-    ("AdaValues9", "slab"): (0.85, 1, 1),
-    ("AdaValues9", "eager"): (0.30, 12, 12),
-    ("AdaValues9", "compiled"): (0.70, 1, 2),
-    ("SplitRope", "blocked_wide"): (0.88, 1, 1),
-    ("AdaValues9", "slab_grid"): (0.92, 1, 1),
-    ("AdaValues9", "slab_dconst"): (0.93, 1, 1),
+    ("split_rope", "per_head"): (0.55, 1, 1),
+    ("split_rope", "blocked"): (0.85, 1, 1),
+    ("split_rope", "eager"): (0.35, 6, 6),
+    ("split_rope", "compiled"): (0.70, 1, 2),
+    ("ada_values9", "separate"): (0.50, 9, 9),
+    ("ada_values9", "slab"): (0.85, 1, 1),
+    ("ada_values9", "eager"): (0.30, 12, 12),
+    ("ada_values9", "compiled"): (0.70, 1, 2),
+    ("split_rope", "blocked_wide"): (0.88, 1, 1),
+    ("ada_values9", "slab_grid"): (0.92, 1, 1),
+    ("ada_values9", "slab_dconst"): (0.93, 1, 1),
 }
 _LAUNCH_FLOOR_S = 2.0e-6
 _LAUNCH_GAP_S = 1.5e-6
@@ -198,22 +198,23 @@ def _matches(sel, machine: str, benchmark: str, variant: str, shape: str) -> boo
 
 
 def suite() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Benchmark name -> (variants, shape labels), as the asv suite declares them."""
-    rope = (shapes.ROPE_VARIANTS, tuple(s.label for s in shapes.ROPE_SHAPES))
-    ada = (shapes.ADA_VARIANTS, tuple(s.label for s in shapes.ADA_SHAPES))
+    """Benchmark name -> (variants, shape labels), as the asv suite declares them on a GPU."""
     out = {}
-    for kernel, spec in (("SplitRope", rope), ("AdaValues9", ada)):
+    for asv_class, spec in _SPECS.items():
         for metric in METRICS:
-            out[f"{MODULE}.{kernel}.{metric}"] = spec
+            out[f"{MODULE}.{asv_class}.{metric}"] = (
+                spec.variants,
+                tuple(s.label for s in spec.gpu_shapes),
+            )
     return out
 
 
 def _bytes(kernel: str, shape: str) -> float:
-    if kernel == "SplitRope":
-        s = next(x for x in shapes.ROPE_SHAPES if x.label == shape)
+    """The model's bytes moved by *kernel* (a cases name) at *shape* (a GPU shape label)."""
+    s = next(x for x in cases.KERNELS[kernel].gpu_shapes if x.label == shape)
+    if kernel == "split_rope":
         # x read + out written (bf16) + the cos/sin tables (fp32)
         return 2.0 * s.B * s.S * s.H * s.D * 2 + 2.0 * s.S * s.D * 4
-    s = next(x for x in shapes.ADA_SHAPES if x.label == shape)
     table = 2 if s.table_dtype == "bf16" else 4
     # nine modulation rows out (bf16) per token, the table, the timestep embedding
     return s.B * s.S * 9.0 * s.D * 2 + 9.0 * s.D * table + s.B * s.S * s.D * 4.0
@@ -237,38 +238,32 @@ def _model(kernel: str, variant: str, machine: str, shape: str) -> dict[str, flo
     }
 
 
-def _git(repo: Path, *args: str, env: dict | None = None) -> str:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        ["git", "-c", "user.name=ltx2k synth", "-c", "user.email=synth@ltx2k.invalid", *args],
-        cwd=repo,
-        env=full_env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+# The commits' identity: the throwaway repository must take commits on a machine
+# where git has none configured.
+_IDENTITY = ("user.name=ltx2k synth", "user.email=synth@ltx2k.invalid")
 
 
 def _make_repo(repo: Path, n_commits: int, rng: np.random.Generator) -> tuple[list, list]:
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git.output(repo, "init", "-q", "-b", "main")
     start = int(datetime.datetime(2025, 1, 6, tzinfo=datetime.timezone.utc).timestamp())
     commits, dates = [], []
     t = start
     for i in range(n_commits):
         t += 3600 * int(rng.integers(2, 30))  # commits land hours to a day apart
         (repo / "history.txt").write_text(f"synthetic commit {i}\n")
-        _git(repo, "add", "history.txt")
+        git.output(repo, "add", "history.txt")
         stamp = f"{t} +0000"
-        _git(
+        git.output(
             repo,
             "commit",
             "-q",
             "-m",
             f"synthetic commit {i}",
+            config=_IDENTITY,
             env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp},
         )
-        commits.append(_git(repo, "rev-parse", "HEAD"))
+        commits.append(git.output(repo, "rev-parse", "HEAD"))
         dates.append(t * 1000)  # asv: author date (%at) in ms
     return commits, dates
 
@@ -395,7 +390,8 @@ def generate_history(
             res = Results({**info, "python": "3.11"}, {}, commit, date, "3.11", ENV_NAME, {})
             started = datetime.datetime.fromtimestamp(date / 1000 + 3600, datetime.timezone.utc)
             for name, (variants, labels) in names.items():
-                _, kernel, metric = name.split(".")
+                _, asv_class, metric = name.split(".")
+                kernel = _SPECS[asv_class].name
                 result, samples, number = [], [], []
                 for variant, shape in itertools.product(variants, labels):
                     # One generator per cell and commit: appending a machine, benchmark,
