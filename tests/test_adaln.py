@@ -23,7 +23,8 @@ def ada_inputs(B, S, D, table_dtype, *, seed, exact=False, device=DEVICE):
 
 
 VARIANTS = sorted(adaln.VARIANTS)
-# The mutants below rewrite the row kernel's launch; the grid kernel's are in test_algorithms_and_launch_paths.py.
+# The mutants below rewrite the row kernel's launch; the grid kernel's are in
+# test_algorithms_and_launch_paths.py.
 ROW_KERNEL_VARIANTS = sorted(adaln.ROW_ALGORITHMS)
 TABLE_DTYPES = ("bf16", "fp32")
 
