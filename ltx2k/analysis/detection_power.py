@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable, Sequence
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ltx2k.analysis.regress import compare
 from ltx2k.analysis.thresholds import Thresholds
+from ltx2k.history import records as history_records
 from ltx2k.history.records import Record
 
 DEFAULT_DELTAS = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10, 0.15)
@@ -212,3 +215,52 @@ def format_report(rep: PowerReport) -> str:
         + (f"{best * 100:.0f}%" if best is not None else "none of those tested")
     )
     return "\n".join(lines)
+
+
+def load_runs(run_a, run_b) -> tuple[list[Record], list[Record]]:
+    """The records of the A/A pair's two asv results dirs.
+
+    ValueError names the run (``run_a=...``) when a dir is missing or holds no results.
+    """
+    runs = []
+    for name, path in (("run_a", run_a), ("run_b", run_b)):
+        try:
+            records, problems = history_records.load_results(path)
+        except ValueError as e:
+            # load_results names its own parameter; the run is what the caller passed.
+            raise ValueError(str(e).replace("results_dir=", f"{name}=", 1)) from e
+        if not records:
+            raise ValueError(
+                f"{os.fspath(path)!r} holds no asv results ({len(problems)} problem(s))"
+            )
+        runs.append(records)
+    return runs[0], runs[1]
+
+
+def device_time_thresholds(ratio: float | None) -> Thresholds:
+    """The default thresholds, with *ratio* for every ``time_device_*`` benchmark (None: as is)."""
+    if ratio is None:
+        return Thresholds()
+    return Thresholds(ratios=(("*.time_device_*", ratio), *Thresholds().ratios))
+
+
+def at_ratios(
+    run_a: Sequence[Record],
+    run_b: Sequence[Record],
+    ratios: Sequence[float | None] = (),
+    **kwargs,
+) -> Iterator[tuple[str, PowerReport]]:
+    """(label, report) for each device-time threshold ratio (none given: the default's).
+
+    A generator, so that a caller can show each report while the next is computed;
+    *kwargs* go to :func:`detection_power`.
+    """
+    for ratio in list(ratios) or [None]:
+        thresholds = device_time_thresholds(ratio)
+        report = detection_power(run_a, run_b, thresholds=thresholds, **kwargs)
+        yield f"threshold {thresholds.ratio_for('x.time_device_cold')}", report
+
+
+def write_json(reports: Iterable[tuple[str, PowerReport]], path) -> None:
+    with open(path, "w") as f:
+        json.dump([r.to_json() for _, r in reports], f, indent=1)

@@ -1,0 +1,62 @@
+"""``ltx2k power``: the smallest slowdown regress flags, from an A/A pair of runs
+(:mod:`ltx2k.analysis.detection_power`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ltx2k.commands.common import EXIT_OK
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    s = subparsers.add_parser(
+        "power",
+        help="smallest slowdown ltx2k regress flags, from two runs of one commit (real noise)",
+        description="RUN_A and RUN_B are asv results dirs holding the same commit, measured "
+        "twice on one machine. Prints the false flags of that A/A pair and the share of cells "
+        "flagged at each injected slowdown (ltx2k/analysis/detection_power.py).",
+    )
+    s.add_argument("run_a", metavar="RUN_A", help="asv results dir of the first run")
+    s.add_argument("run_b", metavar="RUN_B", help="asv results dir of the second run")
+    s.add_argument("--machine", default=None, help="machine, if the runs share several")
+    s.add_argument("--commit", default=None, help="commit (prefix), if the runs share several")
+    s.add_argument("--benchmarks", default="*.time_device_*", help="fnmatch over names")
+    s.add_argument("--min-us", type=float, default=10.0, help="cells with a base >= this (10)")
+    s.add_argument("--exclude", action="append", metavar="GLOB", help='e.g. "* compiled *"')
+    s.add_argument(
+        "--ratio",
+        action="append",
+        type=float,
+        default=[],
+        help="device-time threshold ratio(s) to try, e.g. 1.03 (repeatable)",
+    )
+    s.add_argument("--json", help="write the result here")
+    s.add_argument("--plot", help="write the detection curve (PNG) here")
+    return s
+
+
+def run(args: argparse.Namespace) -> int:
+    from ltx2k.analysis import detection_power
+
+    runs = detection_power.load_runs(args.run_a, args.run_b)
+    reports = []
+    for label, report in detection_power.at_ratios(
+        *runs,
+        args.ratio,
+        machine=args.machine,
+        commit=args.commit,
+        benchmarks=args.benchmarks,
+        min_value=args.min_us * 1e-6,
+        exclude=args.exclude or (),
+    ):
+        reports.append((label, report))
+        print(detection_power.format_report(report))
+    if args.json:
+        detection_power.write_json(reports, args.json)
+    if args.plot:
+        from ltx2k.report import plots
+
+        plots.save(plots.detection_power(reports), args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return EXIT_OK

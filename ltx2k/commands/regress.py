@@ -1,0 +1,118 @@
+"""``ltx2k regress``: per-GPU regression flags (:mod:`ltx2k.analysis.regress`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ltx2k.commands.common import fail, usage_error_exits_1
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    s = subparsers.add_parser(
+        "regress",
+        help="flag per-GPU regressions: steps in each GPU's history, or head vs a baseline",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="With --last N: every GPU's series of each cell over the last N commits it "
+        "measured, up to --head, goes through a change-point detector whose noise is learned "
+        "from that history (and the GPU's other cells of the same metric); a step whose first "
+        "bad commit is among the --recent newest runs flags the cell. With --baseline: head "
+        "against one commit with asv's own test. Either way a flag needs significance AND a "
+        "size beyond the benchmark's threshold ratio.",
+        epilog="exit status:\n"
+        "  0  no regression\n"
+        "  1  error (bad arguments, unreadable thresholds file)\n"
+        "  2  at least one regression on at least one machine\n"
+        "  3  not enough data: nothing comparable (head or history missing on every\n"
+        "     machine), or a machine named with --machine had nothing comparable\n"
+        'thresholds file (JSON): {"thresholds": {"*SplitRope.time_device_cold": 1.03},\n'
+        '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002, "history_alpha": 0.002};\n'
+        "  defaults in docs/history.md.",
+    )
+    s.add_argument("--results", required=True, help="asv results directory")
+    s.add_argument("--head", required=True, help="commit sha (or, with --repo, any git ref)")
+    base = s.add_mutually_exclusive_group(required=True)
+    base.add_argument("--baseline", help="baseline commit sha, or a branch name with --repo")
+    base.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="judge the last N measured commits before head for steps (20 is a good window)",
+    )
+    s.add_argument(
+        "--recent",
+        type=int,
+        metavar="K",
+        help="with --last: a step flags its cell while its first bad commit is among the "
+        "K newest runs (default 5: HEAD and the 4 commits before it)",
+    )
+    s.add_argument("--repo", help="git repo: resolve branches, order --last by git rev-list")
+    s.add_argument("--machine", action="append", help="only these machines (repeatable)")
+    s.add_argument("--env", help="asv environment name, when a machine ran several")
+    s.add_argument("--thresholds", help="JSON file of per-benchmark thresholds (see below)")
+    s.add_argument("--markdown", metavar="OUT.md", help="write Markdown here, not to stdout")
+    s.add_argument("--json", metavar="OUT.json", help="also write the JSON report here")
+    usage_error_exits_1(s)
+    return s
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ltx2k.analysis import regress
+    from ltx2k.history.records import load_results
+    from ltx2k.report.markdown import render_markdown
+
+    if not os.path.isdir(args.results):
+        return fail(f"--results {args.results!r} is not a directory of asv results")
+    records, problems = load_results(args.results)
+    # A broken file is reported, never fatal: the other files still count. Benchmarks
+    # a run skipped or failed are routine (variants timed for some metrics only):
+    # counted here, listed in the report.
+    routine = ("skipped", "failed", "timeout")
+    for p in problems:
+        if p.kind not in routine:
+            print(f"ltx2k regress: {p.kind}: {p.message}", file=sys.stderr)
+    n_routine = sum(p.kind in routine for p in problems)
+    if n_routine:
+        print(
+            f"ltx2k regress: {n_routine} benchmark(s) with skipped or failed parameter "
+            "combinations (listed at the end of the report)",
+            file=sys.stderr,
+        )
+    # A full sha with no results is a commit not measured yet (exit 3); anything
+    # shorter that no result starts with cannot be told from a typo.
+    known = any(r.commit.startswith(args.head.strip().lower()) for r in records)
+    if args.repo is None and records and not known and len(args.head.strip()) != 40:
+        return fail(
+            f"--head {args.head!r}: no result in --results {args.results!r} is of that commit; "
+            "pass the full sha, or --repo PATH for a branch name"
+        )
+    report = regress.compare(
+        records,
+        args.head,
+        problems=problems,
+        baseline=args.baseline,
+        last=args.last,
+        **({"recent": args.recent} if args.recent is not None else {}),
+        repo=args.repo,
+        machines=args.machine,
+        thresholds=args.thresholds,
+        env=args.env,
+    )
+    markdown = render_markdown(report)
+    for flag, path, text in (
+        ("--json", args.json, json.dumps(report.to_json(), indent=2)),
+        ("--markdown", args.markdown, markdown),
+    ):
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as e:
+                return fail(f"{flag} {path!r}: cannot write: {e.strerror or e}")
+    if not args.markdown:
+        print(markdown)
+    print(f"ltx2k regress: {markdown.splitlines()[0]}", file=sys.stderr)
+    return report.exit_code
