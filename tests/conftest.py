@@ -7,11 +7,9 @@ interpreted, so the backend must be chosen before any test module imports
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import shlex
-import sys
 
 import pytest
 import torch
@@ -20,13 +18,6 @@ from ltx2k import runtime
 
 BACKEND = runtime.select_backend()
 DEVICE = runtime.device()
-
-# The synthetic history generator moved from the package (ltx2k.history.synthetic)
-# to tools/synthetic_history.py; tests/test_report.py and tests/test_dashboard_browser.py
-# still import it by the old name. Remove this once they import it from tools.
-sys.modules.setdefault(
-    "ltx2k.history.synthetic", importlib.import_module("tools.synthetic_history")
-)
 
 # One device sync per batch of calls (tests/test_benchmarks.py): the default timer of
 # pytest-benchmark here. Set in pytest_configure, not in pyproject's addopts, which

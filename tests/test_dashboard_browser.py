@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import pytest
 
-from ltx2k.history.synthetic import generate_history
+from tools.synthetic_history import generate_history
 from ltx2k.report import firstscreen, page, publish
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ from ltx2k import shapes
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
-from ltx2k.history.synthetic import generate_history
+from tools.synthetic_history import generate_history
 from ltx2k.report import firstscreen, links, page, plots, publish
 
 N_COMMITS = 12
@@ -736,7 +736,7 @@ def test_publish_links_commits_and_names_files_and_gpus(history, tmp_path):
     import shutil
     import subprocess
 
-    from ltx2k.shard import TAG_KEY
+    from ltx2k.history.tags import TAG_KEY
 
     results = tmp_path / "results"
     shutil.copytree(history.results_dir, results)

@@ -151,7 +151,7 @@ class Provenance:
 
         path = self.results_dir / get_filename(record.machine, record.commit, record.env)
         if path not in self._tags:
-            from ltx2k.shard import read_tags
+            from ltx2k.history.tags import read_tags
 
             try:
                 self._tags[path] = read_tags(path)

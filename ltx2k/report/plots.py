@@ -834,7 +834,7 @@ def cross_gpu(records: Sequence, kernel: str, variant: str, *, last: int | None 
 
 
 def detection_power(reports: Sequence[tuple[str, object]]) -> Figure:
-    """Detection rate against injected slowdown (ltx2k.analysis.power), one line per
+    """Detection rate against injected slowdown (ltx2k.analysis.detection_power), one line per
     threshold setting; the 0% point is the false-flag rate of the A/A pair."""
     if not reports:
         return _empty(_new_figure(6.4, 3.6), "no detection-power data")
