@@ -26,8 +26,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tools.synthetic_history import generate_history
 from ltx2k.report import firstscreen, page, publish
+from tools.synthetic_history import generate_history
 
 pytestmark = pytest.mark.slow
 

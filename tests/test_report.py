@@ -26,8 +26,8 @@ from ltx2k import shapes
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
-from tools.synthetic_history import generate_history
 from ltx2k.report import firstscreen, links, page, plots, publish
+from tools.synthetic_history import generate_history
 
 N_COMMITS = 12
 HEAD = N_COMMITS - 1
