@@ -11,7 +11,7 @@ Atom feed; we never re-implement those. What we add around it:
   so a bad file becomes a listed Problem instead of a failed or silently
   thinner dashboard;
 * **offline assets**: asv 0.6's index.html pulls jQuery, flot and bootstrap
-  from CDNs; we copy vendored copies (templates/VENDORED.txt) into
+  from CDNs; we copy vendored copies (static/vendor/VENDORED.txt) into
   ``html/vendor/`` and point the page at them, so the site works on an
   air-gapped runner, from a CI artifact, or on a host without internet;
 * a **link to summary.html** in asv's navigation bar, and the summary page.
@@ -37,7 +37,7 @@ from ltx2k.analysis.model import Report
 from ltx2k.history.records import Problem, load_results
 from ltx2k.report import links, page
 
-# CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/templates/.
+# CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/static/vendor/.
 VENDORED_ASSETS = {
     "https://code.jquery.com/jquery-3.3.1.min.js": "jquery-3.3.1.min.js",
     "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js": "jquery.flot.js",
@@ -503,7 +503,7 @@ def _localize_assets(index: str, vendor: Path) -> tuple[str, list[str]]:
     (the browser re-checks it); it goes where we vendor the unminified source
     of the same version, whose bytes differ by construction.
     """
-    templates = resources.files("ltx2k.report").joinpath("templates")
+    vendored = resources.files("ltx2k.report").joinpath("static", "vendor")
     vendor.mkdir(parents=True, exist_ok=True)
     external = []
 
@@ -516,7 +516,7 @@ def _localize_assets(index: str, vendor: Path) -> tuple[str, list[str]]:
         if name is None:
             external.append(url.group(1))
             return tag
-        data = templates.joinpath(name).read_bytes()
+        data = vendored.joinpath(name).read_bytes()
         (vendor / name).write_bytes(data)
         tag = tag.replace(url.group(1), f"{VENDOR_DIR}/{name}")
         pinned = re.search(r'\bintegrity="(\w+)-[^"]*"', tag)
