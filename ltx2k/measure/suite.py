@@ -236,6 +236,39 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
                 )
 
 
+def check_quick_filters(kernels: list[str] | None, shapes: list[str] | None, on_gpu: bool):
+    """Unknown --kernel/--shape names would select nothing: name the valid ones instead."""
+    for k in kernels or ():
+        if k not in cases.KERNELS:
+            raise ValueError(f"--kernel {k!r}: unknown kernel; valid: {', '.join(cases.KERNELS)}")
+    chosen = kernels or list(cases.KERNELS)
+    here = [s.label for k in chosen for s in cases.shapes_for(k, on_gpu)]
+    anywhere = [
+        s.label for k in chosen for s in cases.shapes_for(k, True) + cases.shapes_for(k, False)
+    ]
+    device = "GPU" if on_gpu else "CPU interpreter"
+    for label in shapes or ():
+        if label in here:
+            continue
+        other = "the CPU interpreter" if on_gpu else "a GPU"
+        where = f"measured only on {other}" if label in anywhere else "unknown shape"
+        of = f" of --kernel {', '.join(kernels)}" if kernels else ""
+        raise ValueError(
+            f"--shape {label!r}: {where}{of}; valid on this device ({device}): "
+            + ", ".join(dict.fromkeys(here))
+        )
+
+
+def quick_widths(on_gpu: bool) -> list[int]:
+    """Column widths known before the first row, so each row can be printed as measured."""
+    names = {0: list(cases.KERNELS), 1: [v for k in cases.KERNELS.values() for v in k.variants]}
+    names[2] = [s.label for k in cases.KERNELS for s in cases.shapes_for(k, on_gpu)]
+    return [
+        max([len(col), 8, *(len(n) for n in names.get(i, ()))])
+        for i, col in enumerate(QUICK_COLUMNS)
+    ]
+
+
 def format_row(row, widths) -> str:
     return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
