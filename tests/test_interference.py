@@ -612,7 +612,11 @@ def test_default_policy_is_what_the_h200_measurement_supports(tmp_path):
     import tarfile
 
     with tarfile.open(MEASURED) as tar:
-        tar.extractall(tmp_path, filter="data")
+        # extraction filters arrived in Python 3.11.4 (Debian 12 has 3.11.2)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp_path, filter="data")
+        else:
+            tar.extractall(tmp_path)
     root = tmp_path / "interference" / "results"
     conds = ("alone", "concurrent-suite", "concurrent-load", "alone-repeat")
     rep = itf.analyse({c: itf.load_condition(root / c) for c in conds})
