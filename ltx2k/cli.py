@@ -13,20 +13,6 @@ import re
 import sys
 
 from ltx2k import commands
-from ltx2k.commands import (
-    check,
-    confirm,
-    interference,
-    machine,
-    main_job,
-    power,
-    publish,
-    quick,
-    regress,
-    run,
-    shard_run,
-    store,
-)
 from ltx2k.commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, usage_error_exits_1
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
@@ -97,19 +83,19 @@ def _name_flags(message: str, parser: argparse.ArgumentParser) -> str:
 # Each command's handler by the name main calls it: cmd_<command>, and
 # cmd_store_<action> for the store's actions. Replacing one of these (a test that
 # makes a command fail) replaces what runs.
-cmd_check = check.run
-cmd_machine = machine.run
-cmd_quick = quick.run
-cmd_all = main_job.run
-cmd_run = run.run
-cmd_power = power.run
-cmd_shard_run = shard_run.run
-cmd_interference = interference.run
-cmd_regress = regress.run
-cmd_confirm = confirm.run
-cmd_store_push = store.push
-cmd_store_pull = store.pull
-cmd_publish = publish.run
+cmd_check = commands.check.run
+cmd_machine = commands.machine.run
+cmd_quick = commands.quick.run
+cmd_all = commands.main_job.run
+cmd_run = commands.run.run
+cmd_power = commands.power.run
+cmd_shard_run = commands.shard_run.run
+cmd_interference = commands.interference.run
+cmd_regress = commands.regress.run
+cmd_confirm = commands.confirm.run
+cmd_store_push = commands.store.push
+cmd_store_pull = commands.store.pull
+cmd_publish = commands.publish.run
 
 
 def build_parser() -> argparse.ArgumentParser:
