@@ -27,6 +27,3 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k import asv_run
 
     return asv_run.run(args.asv_args, config=args.config, dry_run=args.dry_run)
-
-
-# --- history, analysis, report (see ltx2k/history, ltx2k/analysis, ltx2k/report) ---

@@ -13,13 +13,14 @@ measures which of three means makes it watchable:
 
 For each case it forks ``--procs`` processes per pinning mode (as asv's
 forkserver does) and prints the per-process spread of the raw and calibrated
-values. ``judge()`` then scores a mean the way ``ltx2k regress`` would, from
-the ``--json`` rows (it is not called by ``main``): histories of ``runs`` runs
-resampled from the measured processes are given to the change-point detector,
-unchanged (false flags) and with a 10% step at HEAD or up to 4 commits before
-it (detection within 3 commits).
+values. ``--judge-history`` (no GPU) scores the calibrated metric the way
+``ltx2k regress`` would, from asv runs of no-op commits: 20-run histories
+resampled from their run-to-run residuals, unchanged (false flags) and with a
+10% step at HEAD or up to 4 commits before it (detection within 3 commits).
 
-Usage: python tools/experiments/host_calibration.py [--procs 16] [--json OUT]
+Usage: python tools/experiments/host_calibration.py [--procs 12] [--json OUT]
+       python tools/experiments/host_calibration.py --judge-history \
+           docs/data/h200-2026-12-01b-host-history.json
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
@@ -99,38 +101,43 @@ def child(case, pin: int | None = None) -> dict:
     )
 
 
-def judge(values: np.ndarray, runs: int, k: int, rng, trials: int = 400) -> dict:
-    """False flags and 10%-step detection of histories built from per-process values.
+def judge_history(path: str, runs: int = 20, trials: int = 120, seed: int = 2) -> dict:
+    """False flags and 10%-step detection, from the run-to-run residuals of measured histories.
 
-    Each run of a history is the median of k values drawn from the measured
-    processes (with replacement): what asv would store with k processes per cell.
+    *path* holds asv runs of no-op commits (docs/data/h200-2026-12-01b-host-history.json,
+    the forked measurements). Histories of *runs* runs for as many cells are resampled
+    from the pooled residuals and judged as ``ltx2k regress`` does (noise pooled over
+    the cells, minimum step 5%): unchanged (a false flag is any step), and with a 10%
+    step at HEAD or up to 4 commits before it, found if some cut ending on the step's
+    run or one of the next two reports it.
     """
-
-    def run_value() -> float:
-        return float(np.median(rng.choice(values, size=k, replace=True)))
-
-    # regress pools the noise of a GPU's cells of one metric; here the pool is
-    # this case's own run-to-run spread, as if every cell were like it.
-    pool = np.log([run_value() for _ in range(2000)])
-    prior = changepoint.NoisePrior(float(1.4826 * np.median(np.abs(pool - np.median(pool)))), 30)
-    false = detected = steps = 0
+    data = json.loads(Path(path).read_text())["runs"]
+    cells = next(v for k, v in data.items() if k.startswith("forked"))
+    logs = [np.log(list(c.values())) for c in cells.values()]
+    # residuals about each cell's median, widened for the median fitted to them
+    res = np.concatenate([x - np.median(x) for x in logs])
+    res *= np.sqrt(len(logs[0]) / (len(logs[0]) - 1))
+    rng = np.random.default_rng(seed)
+    false = found = steps = 0
     for t in range(trials):
-        hist = [run_value() for _ in range(runs)]
-        false += bool(changepoint.detect(hist, prior=prior, min_effect=0.05).steps)
-        back = t % 5  # 0..4 commits before HEAD
-        at = runs - 1 - back
-        stepped = [v * (1.10 if i >= at else 1.0) for i, v in enumerate(hist)]
-        # detection within 3 commits: judged at HEAD = at + min(back, 2)
-        head = at + min(back, 2) + 1
-        found = changepoint.detect(stepped[:head], prior=prior, min_effect=0.05).steps
-        steps += 1
-        detected += any(abs(s.index - at) <= 1 for s in found)
-    log = np.log(values)
+        hist = [list(np.exp(rng.choice(res, size=runs + 2))) for _ in logs]
+        base = [h[:runs] for h in hist]
+        prior = changepoint.pooled_noise(base)
+        false += sum(bool(changepoint.detect(h, prior=prior, min_effect=0.05).steps) for h in base)
+        at = runs - 1 - t % 5
+        stepped = [[v * (1.10 if i >= at else 1.0) for i, v in enumerate(h)] for h in hist]
+        for j in range(len(stepped)):
+            steps += 1
+            for cut in range(at + 1, at + 4):
+                pr = changepoint.pooled_noise([x[:cut] for x in stepped])
+                got = changepoint.detect(stepped[j][:cut], prior=pr, min_effect=0.05).steps
+                if any(abs(z.index - at) <= 1 or z.last_good_index < at <= z.index for z in got):
+                    found += 1
+                    break
     return dict(
-        k=k,
-        spread_pct=float(100 * 1.4826 * np.median(np.abs(log - np.median(log)))),
-        false_flag_rate=false / trials,
-        detected_10pct=detected / steps,
+        residual_sd_pct=float(100 * res.std()),
+        false_flag_rate=false / (trials * len(logs)),
+        detected_10pct_within_3=found / steps,
     )
 
 
@@ -176,7 +183,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--procs", type=int, default=12, help="processes per case and pinning mode")
     ap.add_argument("--json", help="write the per-process measurements here")
+    ap.add_argument(
+        "--judge-history",
+        metavar="JSON",
+        help="no GPU: judge a stored no-op-commit history instead of measuring",
+    )
     args = ap.parse_args()
+    if args.judge_history:
+        print(json.dumps(judge_history(args.judge_history), indent=1))
+        return 0
     if runtime.select_backend() != "cuda":
         print("host_calibration.py needs a CUDA device", file=sys.stderr)
         return 1
