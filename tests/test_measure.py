@@ -138,6 +138,26 @@ def test_calibrated_ratio_counts_the_batch_in_reference_calls():
     assert 2.0 < r < 4.5  # the batch costs three reference calls per call
 
 
+def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):
+    import functools
+
+    from ltx2k import shapes
+    from ltx2k.measure import forked, suite
+
+    monkeypatch.setattr(forked, "cuda_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="CUDA context"):
+        forked.run_forked(lambda: {})
+    shape = shapes.ADA_SHAPES_CPU[0]
+    got, _ = forked.run_isolated(
+        functools.partial(suite._calibrated_child, "ada_values9", "slab_dconst", shape)
+    )
+    assert got.get("ratio", 0) > 0, got
+    got, _ = forked.run_isolated(
+        functools.partial(suite._calibrated_child, "ada_values9", "no_such_variant", shape)
+    )
+    assert "no_such_variant" in got["error"]
+
+
 def test_host_calibrated_is_one_value_per_process_from_gated_processes():
     from ltx2k import shapes
     from ltx2k.measure import suite

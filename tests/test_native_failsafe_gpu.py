@@ -1,10 +1,10 @@
 """On a GPU: the default (native) variants under functorch transforms and fake/meta
 tensors, each in a fresh process, so that an abort is a failed test, not a crashed run.
 
-Each case runs SCRIPT twice in fresh subprocesses: once with the default variant (after
-two plain calls, so that the C++ replay is live for that layout) and once with the
-non-native variant of the same kernel. Both must exit 0, and the default must end as
-the non-native one does: the same Python exception type, or an equal result. The
+Each case runs SCRIPT twice in fresh subprocesses: once with the default algorithm on
+the native launch path (after two plain calls, so that the C++ replay is live for that
+layout) and once with the same algorithm launched by ``kernel[grid]``. Both must exit 0,
+and the native path must end as the Triton one does: the same Python exception type, or an equal result. The
 markers the script prints (``LTX2K_...``) say how far it got.
 
 Run: python -m pytest -q -p no:cacheprovider --benchmark-disable -m gpu \
@@ -21,23 +21,22 @@ from pathlib import Path
 import pytest
 import torch
 
+from ltx2k import shapes
+
 ROOT = Path(__file__).resolve().parents[1]
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 MODES = ["vmap", "grad", "jvp", "fake", "meta"]
-# (public function, default variant, the non-native variant with the same kernel)
-DEFAULTS = [
-    ("split_rope", "blocked_native", "blocked"),
-    ("ada_values9", "slab_dconst", "slab_grid"),
-]
+# (public function, its default algorithm): each is run natively and through kernel[grid]
+DEFAULTS = [(f, shapes.DEFAULT_VARIANT[f]) for f in ("split_rope", "ada_values9")]
 
-# argv: function variant mode out_path
+# argv: function algorithm launch mode out_path
 SCRIPT = r"""
 import sys
 import torch
 
-FUNCTION, VARIANT, MODE, OUT = sys.argv[1:5]
-print("LTX2K_START", FUNCTION, VARIANT, MODE, flush=True)
+FUNCTION, VARIANT, LAUNCH, MODE, OUT = sys.argv[1:6]
+print("LTX2K_START", FUNCTION, VARIANT, LAUNCH, MODE, flush=True)
 import ltx2k
 from ltx2k.kernels import _native, adaln, rope
 
@@ -52,7 +51,7 @@ if FUNCTION == "split_rope":
     sites = rope._SITES
 
     def call(*a):
-        return ltx2k.apply_ltx2_split_rotary_emb(*a, variant=VARIANT)
+        return ltx2k.apply_ltx2_split_rotary_emb(*a, variant=VARIANT, launch=LAUNCH)
 
 else:
     D = 256
@@ -62,7 +61,7 @@ else:
     sites = adaln._SITES
 
     def call(*a):
-        return ltx2k.ltx2_ada_values9(*a, variant=VARIANT)
+        return ltx2k.ltx2_ada_values9(*a, variant=VARIANT, launch=LAUNCH)
 
 
 def with_arg(a):
@@ -79,7 +78,7 @@ def total(out):
     return sum(t.float().sum() for t in flat(out))
 
 
-site = sites.get(VARIANT)
+site = sites[VARIANT] if LAUNCH == "native" else None
 if site is not None:
     call(*args)
     call(*args)  # recorded, then replayed: the C++ path is live for this layout
@@ -150,8 +149,8 @@ with warnings.catch_warnings(record=True) as caught:
     for _ in range(3):
         got = ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin)
         got9 = ltx2k.ltx2_ada_values9(table, ts)
-want = ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin, variant="blocked")
-want9 = ltx2k.ltx2_ada_values9(table, ts, variant="slab_grid")
+want = ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin, launch="triton")
+want9 = ltx2k.ltx2_ada_values9(table, ts, launch="triton")
 ours = [w for w in caught if "ltx2k" in str(w.message)]
 print("LTX2K_WARNINGS", len(ours), flush=True)
 for w in ours:
@@ -195,17 +194,17 @@ def _equal(a, b) -> bool:
 @gpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("function, native, other", DEFAULTS, ids=[d[0] for d in DEFAULTS])
-def test_gpu_default_variant_never_kills_the_process(function, native, other, mode, tmp_path):
-    got_proc, got = _run(SCRIPT, function, native, mode, str(tmp_path / "native.pt"))
+@pytest.mark.parametrize("function, algorithm", DEFAULTS, ids=[d[0] for d in DEFAULTS])
+def test_gpu_default_variant_never_kills_the_process(function, algorithm, mode, tmp_path):
+    got_proc, got = _run(SCRIPT, function, algorithm, "native", mode, str(tmp_path / "native.pt"))
     assert got_proc.returncode == 0 and "LTX2K_DONE" in got, _explain(got_proc)
-    assert got["LTX2K_NATIVE"].startswith("on"), _explain(got_proc)
+    assert got.get("LTX2K_NATIVE", "").startswith("on"), _explain(got_proc)
     assert "LTX2K_AFTER" in got, _explain(got_proc)
-    want_proc, want = _run(SCRIPT, function, other, mode, str(tmp_path / "other.pt"))
+    want_proc, want = _run(SCRIPT, function, algorithm, "triton", mode, str(tmp_path / "other.pt"))
     assert want_proc.returncode == 0 and "LTX2K_DONE" in want, _explain(want_proc)
     assert got["LTX2K_OUTCOME"].split()[:2] == want["LTX2K_OUTCOME"].split()[:2], (
-        f"{native}: {got['LTX2K_OUTCOME']} ({got.get('LTX2K_MESSAGE', '')}); "
-        f"{other}: {want['LTX2K_OUTCOME']} ({want.get('LTX2K_MESSAGE', '')})"
+        f"native: {got['LTX2K_OUTCOME']} ({got.get('LTX2K_MESSAGE', '')}); "
+        f"triton: {want['LTX2K_OUTCOME']} ({want.get('LTX2K_MESSAGE', '')})"
     )
     if got["LTX2K_OUTCOME"].startswith("result"):
         a, b = _load(tmp_path / "native.pt"), _load(tmp_path / "other.pt")

@@ -3,24 +3,39 @@
 What a benchmark process pays once (a CUDA context, the first load of a kernel,
 a compile) only shows in a fresh process; the per-process cost experiments
 (``tools/experiments/process_cost.py``, ``tools/experiments/host_spread.py``)
-measure it here. The parent must not have created a CUDA context before
-forking: the child could not use CUDA (asv's forkserver keeps the same rule).
+measure it here. A forked child cannot use a CUDA context its parent created
+(asv's forkserver keeps the same rule), so ``run_forked`` refuses such a parent
+and ``run_isolated`` starts a fresh interpreter for it instead.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable
+
+
+def cuda_initialized() -> bool:
+    """Whether this process has created a CUDA context (without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
 
 
 def run_forked(fn: Callable[[], dict]) -> tuple[dict, float]:
     """``fn()``'s JSON-able dict, computed in a forked child; and the fork-to-reap wall seconds.
 
     A child that raises or dies returns ``{"error": ...}`` instead, so one bad
-    case does not end a sweep.
+    case does not end a sweep. Raises ``RuntimeError`` if this process has a CUDA
+    context, which the child could not use.
     """
+    if cuda_initialized():
+        raise RuntimeError(
+            "run_forked: this process has created a CUDA context, which a forked child "
+            "cannot use; fork before the first CUDA call, or use run_isolated"
+        )
     r, w = os.pipe()
     t0 = time.perf_counter()
     pid = os.fork()
@@ -46,3 +61,27 @@ def run_forked(fn: Callable[[], dict]) -> tuple[dict, float]:
     if not data:
         return {"error": f"child exited with status {status} and no result"}, wall
     return json.loads(data), wall
+
+
+def _call(fn: Callable[[], dict]) -> dict:
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - reported to the parent, as run_forked does
+        return {"error": repr(e)}
+
+
+def run_isolated(fn: Callable[[], dict]) -> tuple[dict, float]:
+    """As ``run_forked``, but in a fresh interpreter when this process has a CUDA context.
+
+    ``fn`` must then be picklable (a module-level function or a ``functools.partial``
+    of one).
+    """
+    if not cuda_initialized():
+        return run_forked(fn)
+    t0 = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        try:
+            got = pool.apply(_call, (fn,))
+        except Exception as e:  # noqa: BLE001 - a child that died, or an unpicklable result
+            got = {"error": repr(e)}
+    return got, time.perf_counter() - t0

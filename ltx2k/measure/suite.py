@@ -163,12 +163,12 @@ def _calibrated_child(kernel: str, variant: str, shape) -> dict:
 def host_calibrated(kernel: str, variant: str, shape, processes: int | None = None) -> list[float]:
     """Host latency per call in reference calls, one value per forked process.
 
-    Forked, as asv forks its benchmark processes. Fresh interpreters would be
+    Forked, as asv forks its benchmark processes (a caller that has created a
+    CUDA context gets fresh interpreters instead, ``forked.run_isolated``). Fresh interpreters would be
     independent of each other inside one run, but measured along a history of
     no-op commits on the H200 they moved between runs as much as forked
     children do, at four times the cost (docs/history.md, "Host latency").
-    The caller must not have created a CUDA context (the children could not
-    use it). A process that fails raises ``RuntimeError`` with its error: a
+    A process that fails raises ``RuntimeError`` with its error: a
     kernel that fails its correctness gate never gets a number.
     """
     if processes is None:
@@ -177,7 +177,7 @@ def host_calibrated(kernel: str, variant: str, shape, processes: int | None = No
         raise ValueError(f"processes must be >= 1, got {processes}")
     values = []
     for _ in range(processes):
-        got, _ = forked.run_forked(functools.partial(_calibrated_child, kernel, variant, shape))
+        got, _ = forked.run_isolated(functools.partial(_calibrated_child, kernel, variant, shape))
         if "ratio" not in got:
             raise RuntimeError(
                 f"calibrated host latency of {kernel} {variant} {shape.label}: "
