@@ -4,8 +4,8 @@ tensors, each in a fresh process, so that an abort is a failed test, not a crash
 Each case runs SCRIPT twice in fresh subprocesses: once with the default algorithm on
 the native launch path (after two plain calls, so that the C++ replay is live for that
 layout) and once with the same algorithm launched by ``kernel[grid]``. Both must exit 0,
-and the native path must end as the Triton one does: the same Python exception type, or an equal result. The
-markers the script prints (``LTX2K_...``) say how far it got.
+and the native path must end as the Triton one does: the same Python exception type,
+or an equal result. The markers the script prints (``LTX2K_...``) say how far it got.
 
 Run: python -m pytest -q -p no:cacheprovider --benchmark-disable -m gpu \
          tests/test_native_failsafe_gpu.py

@@ -164,10 +164,11 @@ def host_calibrated(kernel: str, variant: str, shape, processes: int | None = No
     """Host latency per call in reference calls, one value per forked process.
 
     Forked, as asv forks its benchmark processes (a caller that has created a
-    CUDA context gets fresh interpreters instead, ``forked.run_isolated``). Fresh interpreters would be
-    independent of each other inside one run, but measured along a history of
-    no-op commits on the H200 they moved between runs as much as forked
-    children do, at four times the cost (docs/history.md, "Host latency").
+    CUDA context gets fresh interpreters instead, ``forked.run_isolated``).
+    Fresh interpreters would be independent of each other inside one run,
+    but measured along a history of no-op commits on the H200 they moved
+    between runs as much as forked children do, at four times the cost
+    (docs/history.md, "Host latency").
     A process that fails raises ``RuntimeError`` with its error: a
     kernel that fails its correctness gate never gets a number.
     """

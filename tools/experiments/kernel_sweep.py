@@ -99,7 +99,7 @@ def rope_candidate(block_heads: int, warps: int, pdl: bool):
         grid = (B * S, triton.cdiv(H, block_heads))
         _rope_pdl_kernel[grid](
             x, cos, sin, out, S, H, half, x.stride(1),
-            cos.stride(0), cos.stride(1), cos.stride(2), sin.stride(0), sin.stride(1), sin.stride(2),
+            *cos.stride()[:3], *sin.stride()[:3],
             BLOCK_HEADS=block_heads, BLOCK_HALF=triton.next_power_of_2(half), PDL=pdl,
             num_warps=warps, launch_pdl=pdl,
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""What the first call of the default (native) launch path costs, with and without a built extension.
+"""The first call of the default (native) launch path, with and without a built extension.
 
 The native call path's C++ extension can be built when the package is installed (as
 flash-attn and other extension packages do) or at first use with a cache (what
