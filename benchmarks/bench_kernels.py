@@ -100,6 +100,11 @@ def _preimport() -> None:
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
 
+        from ltx2k import runtime
+
+        if hasattr(runtime, "warm_before_fork"):  # older commits lack it
+            runtime.warm_before_fork()
+
 
 _preimport()
 

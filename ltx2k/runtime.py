@@ -99,3 +99,21 @@ def context_keeper(enabled: bool):
     import contextlib
 
     return ContextKeeper() if enabled else contextlib.nullcontext()
+
+
+def warm_before_fork() -> None:
+    """Compute, once and before forking, what every forked benchmark process would recompute.
+
+    Triton keys its on-disk kernel cache with ``triton_key()``: a SHA-256 of its
+    own sources and of ``libtriton.so`` (about 400 MB for Triton 3.6), computed
+    at the first compile or cache lookup of each process and kept in an
+    ``lru_cache``. asv forks a process per benchmark and parameter combination,
+    so without this each of them hashed the library again (0.6 s on a 2-core
+    VM). Computed in the parent, it is inherited. It touches no CUDA state, so
+    the children can still create their own CUDA context.
+    """
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:  # a Triton without it: each process computes what it needs
+        return
+    triton_key()

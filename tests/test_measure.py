@@ -138,6 +138,26 @@ def test_calibrated_ratio_counts_the_batch_in_reference_calls():
     assert 2.0 < r < 4.5  # the batch costs three reference calls per call
 
 
+def test_what_the_parent_warms_before_forking_the_child_does_not_recompute():
+    import time
+
+    from triton.runtime.cache import triton_key
+
+    from ltx2k import runtime
+    from ltx2k.measure.forked import run_forked
+
+    def child():
+        t0 = time.perf_counter()
+        triton_key()
+        return {"s": time.perf_counter() - t0}
+
+    triton_key.cache_clear()
+    cold, _ = run_forked(child)  # hashes libtriton in the child
+    runtime.warm_before_fork()
+    warm, _ = run_forked(child)
+    assert warm["s"] < 0.01 < cold["s"], (cold, warm)
+
+
 def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):
     import functools
 

@@ -41,6 +41,19 @@ def mod():
     return _native.build()
 
 
+def test_a_built_extension_loads_without_the_build_tools(mod, monkeypatch):
+    """Every benchmark process that takes the native path loads the module: that must not
+    run ninja and the compiler checks (cpp_extension.load) again once it is built."""
+    from torch.utils import cpp_extension
+
+    def no_build(**kw):
+        raise AssertionError("cpp_extension.load called for a module already built")
+
+    monkeypatch.setattr(cpp_extension, "load", no_build)
+    again = _native.build()
+    assert again.__name__ == mod.__name__ and again.__file__ == mod.__file__
+
+
 def selected(key: str = "toy-key"):
     """The ``triton`` argument of ``record`` for a launch Triton's in-memory cache holds:
     (a real JITFunction, device 0, its cache key, the CompiledKernel stand-in, debug,

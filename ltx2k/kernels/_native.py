@@ -128,6 +128,15 @@ def build_dir(name: str) -> Path:
     return Path(root) / name
 
 
+def _load_built(name: str, path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build(verbose: bool = False):
     """Build (or load the cached build of) the extension module; raises on failure."""
     from torch.utils import cpp_extension
@@ -142,17 +151,23 @@ def build(verbose: bool = False):
     name = build_name()
     where = build_dir(name)
     where.mkdir(parents=True, exist_ok=True)
-    if not any(where.glob(f"{name}*.so")):
+    built = where / f"{name}.so"
+    if built.is_file():
+        # The name hashes the source, torch and Python, so a built module is the right
+        # one: load it directly. cpp_extension.load would run ninja and the compiler
+        # checks again (subprocesses) in every process that takes the native path.
+        module = _load_built(name, built)
+    else:
         # Long work shows progress: a first build takes ~1 min on a 2-core machine.
         print(f"ltx2k: building the native call path ({name}, once) in {where}", file=sys.stderr)
-    module = cpp_extension.load(
-        name=name,
-        sources=[str(SOURCE)],
-        extra_cflags=["-O2"],
-        extra_ldflags=["-ldl"],
-        build_directory=str(where),
-        verbose=verbose,
-    )
+        module = cpp_extension.load(
+            name=name,
+            sources=[str(SOURCE)],
+            extra_cflags=["-O2"],
+            extra_ldflags=["-ldl"],
+            build_directory=str(where),
+            verbose=verbose,
+        )
     from triton import knobs
 
     module.configure(knobs.runtime, knobs.compilation)

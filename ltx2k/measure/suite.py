@@ -176,6 +176,7 @@ def host_calibrated(kernel: str, variant: str, shape, processes: int | None = No
         processes = HOST_CALIBRATED_PROCESSES_GPU if _on_gpu() else 2
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
+    runtime.warm_before_fork()  # inherited by the forked children
     values = []
     for _ in range(processes):
         got, _ = forked.run_isolated(functools.partial(_calibrated_child, kernel, variant, shape))

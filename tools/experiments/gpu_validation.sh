@@ -104,7 +104,8 @@ for step in $steps; do
     hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 tools/experiments/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
     main) # the README's main job in the clone (results of an earlier pass continue its history)
           wh=$(cd "${WHEELHOUSE:-.whl}" && pwd)
-          ( cd /tmp/repo && time LTX2K_WHEELHOUSE="$wh" timeout ${MAIN_TIMEOUT:-420} bash scripts/main.sh ${MAIN_ARGS:-} ) 2>&1 | tee "$OUT/main.log" | grep -v "^\s*$" | tail -25
+          ( cd /tmp/repo && time LTX2K_WHEELHOUSE="$wh" timeout ${MAIN_TIMEOUT:-420} bash scripts/main.sh ${MAIN_ARGS:-} ) 2>&1 \
+            | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/main.log" | grep -v "^\S* \s*$" | tail -25
           tar czf "$OUT/results.tgz" -C /tmp/repo results; tar czf "$OUT/html.tgz" -C /tmp/repo html ;;
     kernsweep) timeout ${KSWEEP_TIMEOUT:-150} python3 tools/experiments/kernel_sweep.py ${KSWEEP_ARGS:-} --json "$OUT/kernel_sweep.json" 2>&1 | tee "$OUT/kernel_sweep.log" | tail -80 ;;
     firstcall) timeout ${FIRSTCALL_TIMEOUT:-120} python3 tools/experiments/native_first_call.py --json "$OUT/native_first_call.json" 2>&1 | tee "$OUT/native_first_call.log" ;;
