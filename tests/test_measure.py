@@ -194,64 +194,107 @@ def test_host_calibrated_is_one_value_per_process_from_gated_processes():
         suite.host_calibrated("ada_values9", "no_such_variant", shape, processes=1)
 
 
+class _Span:
+    def __init__(self, start):
+        self.start = start
+
+
 class _Event:
-    def __init__(self, name, device_type, device_time):
+    def __init__(self, name, device_type, device_time, start=0.0):
         self.name, self.device_type, self.device_time = name, device_type, device_time
+        self.time_range = _Span(start)
 
 
-def test_kernel_seconds_sums_kernel_records_only():
+def test_kernel_records_are_kernels_only_in_start_order():
     from torch.autograd import DeviceType
 
     from ltx2k.measure import kernel_time
 
     events = [
-        _Event("_split_rope_kernel", DeviceType.CUDA, 2.5),
-        _Event("triton_poi_fused_add_0", DeviceType.CUDA, 1.5),
+        _Event("triton_poi_fused_add_0", DeviceType.CUDA, 1.5, start=20.0),
+        _Event("_split_rope_kernel", DeviceType.CUDA, 2.5, start=10.0),
         _Event("Memset (Device)", DeviceType.CUDA, 9.0),  # not a kernel
         _Event("Memcpy DtoD (Device -> Device)", DeviceType.CUDA, 9.0),
         _Event("cudaGraphLaunch", DeviceType.CPU, 40.0),  # host side
     ]
-    seconds, count = kernel_time.kernel_seconds(events)
-    assert count == 2 and seconds == pytest.approx(4.0e-6)
+    assert kernel_time.kernel_records(events) == [
+        (10.0, pytest.approx(2.5e-6)),
+        (20.0, pytest.approx(1.5e-6)),
+    ]
 
 
-def test_kernel_clock_accumulates_per_call_and_refuses_an_empty_replay():
+class _Replays:
+    """A graph stand-in: replay i records ``kernels`` kernels of (i + 1) us each."""
+
+    launches = 4
+
+    def __init__(self, kernels=2):
+        self.kernels, self.replays, self.events = kernels, 0, []
+
+    def replay(self):
+        from torch.autograd import DeviceType
+
+        for k in range(self.kernels):
+            start = 100.0 * self.replays + k
+            self.events.append(_Event("k", DeviceType.CUDA, self.replays + 1.0, start))
+        self.replays += 1
+
+
+def _profiled(calls, shuffle=False):
     import contextlib
-
-    from torch.autograd import DeviceType
-
-    from ltx2k.measure import kernel_time
-
-    class Calls:
-        launches = 4
-        replays = 0
-
-        def replay(self):
-            self.replays += 1
-
-    recorded = [[_Event("k", DeviceType.CUDA, 8.0), _Event("k", DeviceType.CUDA, 4.0)]]
 
     class Prof:
         def events(self):
-            return recorded[0]
+            return calls.events[::-1] if shuffle else calls.events
 
     @contextlib.contextmanager
     def profile():
+        calls.events = []
         yield Prof()
 
-    calls = Calls()
-    clock = kernel_time.KernelClock(calls, profile=profile)
-    torch_sync = torch.cuda.synchronize
-    try:
-        torch.cuda.synchronize = lambda: None  # no device here
+    return profile
+
+
+@pytest.fixture
+def no_sync(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no device here
+
+
+def test_kernel_clock_hands_out_one_replay_per_sample_from_one_session(no_sync):
+    from ltx2k.measure import kernel_time
+
+    calls = _Replays(kernels=2)
+    clock = kernel_time.KernelClock(calls, profile=_profiled(calls, shuffle=True), batch=3)
+    got = []
+    for _ in range(4):
         t0 = clock()
         clock.run()
+        got.append(clock() - t0)
+    # replays 1-3 in the first session, in replay order however the records came;
+    # the fourth sample opens a second session (its first replay is the fourth overall)
+    per_call = [2 * us * 1e-6 / 4 for us in (1.0, 2.0, 3.0, 4.0)]
+    assert got == pytest.approx(per_call)
+    assert calls.replays == 6 and clock.kernels_per_call == pytest.approx(0.5)
+
+
+def test_kernel_clock_refuses_an_empty_or_uneven_session(no_sync):
+    from ltx2k.measure import kernel_time
+
+    calls = _Replays(kernels=0)
+    with pytest.raises(RuntimeError, match="no kernel"):
+        kernel_time.KernelClock(calls, profile=_profiled(calls), batch=2).run()
+    calls = _Replays(kernels=1)
+    profile = _profiled(calls)
+
+    def one_record_lost():
+        with profile() as prof:
+            yield prof
+            calls.events.pop()
+
+    import contextlib
+
+    clock = kernel_time.KernelClock(calls, profile=contextlib.contextmanager(one_record_lost))
+    with pytest.raises(RuntimeError, match="do not split"):
         clock.run()
-        assert calls.replays == 2
-        assert clock() - t0 == pytest.approx(2 * 12.0e-6 / 4)  # 12 us over 4 calls, twice
-        assert clock.kernels_per_call == pytest.approx(0.5)
-        recorded[0] = []
-        with pytest.raises(RuntimeError, match="no kernel"):
-            clock.run()
-    finally:
-        torch.cuda.synchronize = torch_sync
+    with pytest.raises(ValueError, match="batch must be >= 1"):
+        kernel_time.KernelClock(calls, profile=profile, batch=0)

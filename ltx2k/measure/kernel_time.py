@@ -9,8 +9,8 @@ each kernel from its start to its end on the GPU, with no gaps.
 
 Method: the same captured graph of R calls over rotating inputs (cold L2) as
 the device time, replayed under ``torch.profiler`` with CUDA activity, which
-reads CUPTI's kernel records; the kernels' durations are summed and divided
-by R. A call that launches several kernels (eager, torch.compile) counts all
+reads CUPTI's kernel records; each replay's kernel durations are summed and
+divided by R. A call that launches several kernels (eager, torch.compile) counts all
 of them. :class:`KernelClock` is an asv ``timer`` like ``DeviceClock``.
 
 ``torch.profiler`` rather than ``cupti-python``: it ships with torch, so an
@@ -28,35 +28,52 @@ from ltx2k.measure import device_time
 _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset", "Sync")
 
 
-def kernel_seconds(events: Iterable[Any]) -> tuple[float, int]:
-    """(summed duration in seconds, count) of the kernel records among profiler *events*.
+# Replays per profiler session: asv takes at most 20 samples per process
+# (benchmarks/bench_kernels.py, ``repeat``), so one session serves a process.
+SAMPLES_PER_SESSION = 20
+
+
+def kernel_records(events: Iterable[Any]) -> list[tuple[float, float]]:
+    """(start, seconds) of each kernel record among profiler *events*, in start order.
 
     A kernel record is a device-side event (``device_type`` CUDA) that is not
-    a copy or a fill; ``device_time`` is its duration in microseconds.
+    a copy or a fill; ``device_time`` is its duration in microseconds. Events
+    without a time range keep their order.
     """
     from torch.autograd import DeviceType
 
-    total_us, count = 0.0, 0
-    for e in events:
+    out = []
+    for i, e in enumerate(events):
         if getattr(e, "device_type", None) != DeviceType.CUDA:
             continue
         if any(e.name.startswith(p) for p in _NOT_KERNELS):
             continue
-        total_us += e.device_time
-        count += 1
-    return total_us * 1e-6, count
+        span = getattr(e, "time_range", None)
+        out.append((span.start if span is not None else i, e.device_time * 1e-6))
+    out.sort(key=lambda r: r[0])
+    return out
 
 
 class KernelClock:
     """An asv ``timer`` reading accumulated kernel seconds per call.
 
-    :meth:`run` replays the graph once under the profiler; ``timer()`` returns
-    the running total, so ``t1 - t0`` covers exactly the replays in between.
-    A replay in which CUPTI recorded no kernel raises: a zero would be a
-    number no kernel earned.
+    Each :meth:`run` is one sample: one graph replay's kernel seconds, divided
+    by the calls in it; ``timer()`` returns the running total, so ``t1 - t0``
+    covers exactly the samples in between. Opening a profiler session costs
+    tens of milliseconds, so one session records ``batch`` replays and
+    :meth:`run` hands them out one per sample: the kernel records of a
+    session are split back into replays in start order (the replays run one
+    after another on one stream). A session whose records do not split evenly
+    into its replays, or a replay with no kernel, raises: a number no kernel
+    earned is never recorded.
     """
 
-    def __init__(self, calls: device_time.GraphedCalls, profile: Callable | None = None):
+    def __init__(
+        self,
+        calls: device_time.GraphedCalls,
+        profile: Callable | None = None,
+        batch: int = SAMPLES_PER_SESSION,
+    ):
         if profile is None:
             from torch.profiler import ProfilerActivity
             from torch.profiler import profile as torch_profile
@@ -64,24 +81,42 @@ class KernelClock:
             def profile():
                 return torch_profile(activities=[ProfilerActivity.CUDA])
 
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
         self.calls = calls
         self._profile = profile
+        self._batch = batch
+        self._ready: list[float] = []  # per-call seconds of replays recorded, not yet handed out
         self._total = 0.0
         self.kernels_per_call = None
 
-    def run(self) -> None:
+    def _record(self) -> None:
         import torch
 
         with self._profile() as prof:
-            self.calls.replay()
+            for _ in range(self._batch):
+                self.calls.replay()
             torch.cuda.synchronize()
-        seconds, count = kernel_seconds(prof.events())
-        if count == 0:
+        records = kernel_records(prof.events())
+        if not records:
             raise RuntimeError(
                 "the profiler recorded no kernel in a graph replay (is CUPTI available?)"
             )
-        self.kernels_per_call = count / self.calls.launches
-        self._total += seconds / self.calls.launches
+        if len(records) % self._batch:
+            raise RuntimeError(
+                f"{len(records)} kernel records do not split into {self._batch} equal replays"
+            )
+        per_replay = len(records) // self._batch
+        self.kernels_per_call = per_replay / self.calls.launches
+        for i in range(self._batch):
+            chunk = records[i * per_replay : (i + 1) * per_replay]
+            self._ready.append(sum(d for _, d in chunk) / self.calls.launches)
+        self._ready.reverse()  # pop() hands them out in replay order
+
+    def run(self) -> None:
+        if not self._ready:
+            self._record()
+        self._total += self._ready.pop()
 
     def __call__(self) -> float:
         return self._total
