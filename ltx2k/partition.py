@@ -88,6 +88,37 @@ class Policy:
         return cls(tuple(data["exclusive"]))
 
 
+def policy_from_options(
+    policy_file: str | os.PathLike | None = None,
+    exclusive: Sequence[str] | None = None,
+    no_exclusive: bool = False,
+) -> Policy:
+    """The :class:`Policy` that ``shard-run``'s ``--policy``, ``--exclusive`` and
+    ``--no-exclusive`` ask for; none of them: the measured default.
+
+    At most one may be given: each one alone says the whole exclusive list, so
+    combining them has no meaning. An empty *exclusive* counts as not given.
+    """
+    given = [
+        flag
+        for flag, value in (
+            ("--policy", policy_file),
+            ("--exclusive", exclusive),
+            ("--no-exclusive", no_exclusive),
+        )
+        if value
+    ]
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} cannot be combined: each sets the whole list")
+    if policy_file:
+        return Policy.load(policy_file)
+    if no_exclusive:
+        return Policy(())
+    if exclusive:
+        return Policy(tuple(exclusive))
+    return Policy()
+
+
 def partition(benchmarks: Iterable[Mapping], bench: Sequence[str], policy: Policy):
     """(concurrent, exclusive) benchmark names that ``asv run -b bench`` would run.
 

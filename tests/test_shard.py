@@ -8,6 +8,7 @@ there exactly as ``asv run`` does, so merge and tag logic see real files.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import json
@@ -355,6 +356,65 @@ def test_policy_load_and_validation(tmp_path):
     p.write_text(json.dumps({"exclusive": "oops"}))
     with pytest.raises(ValueError, match="'exclusive' list"):
         partition.Policy.load(p)
+
+
+def test_policy_from_options_maps_each_flag(tmp_path):
+    """shard-run's three flags, one at a time, and none: each gives its own list."""
+    host = "bench_kernels.SplitRope.time_host_latency"
+    cold = "bench_kernels.SplitRope.time_device_cold"
+    assert partition.policy_from_options().exclusive == partition.DEFAULT_EXCLUSIVE
+    assert partition.policy_from_options(no_exclusive=True).exclusive == ()
+    pol = partition.policy_from_options(exclusive=[r"\.time_host_latency$", "Rope"])
+    assert pol.exclusive == (r"\.time_host_latency$", "Rope")
+    assert pol.is_exclusive(host) and pol.is_exclusive(cold)
+    p = tmp_path / "policy.json"
+    p.write_text(json.dumps({"exclusive": [r"\.time_device_cold$"]}))
+    pol = partition.policy_from_options(policy_file=str(p))
+    assert pol.exclusive == (r"\.time_device_cold$",)
+    assert pol.is_exclusive(cold) and not pol.is_exclusive(host)
+    with pytest.raises(ValueError, match="unreadable"):
+        partition.policy_from_options(policy_file=str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="does not compile"):
+        partition.policy_from_options(exclusive=["("])
+
+
+def test_policy_from_options_without_flags_is_the_default_not_empty(monkeypatch):
+    """The measured default is empty today, so "no flag" and --no-exclusive look alike;
+    a default with content tells them apart."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Marked(partition.Policy):
+        exclusive: tuple[str, ...] = ("default-marker",)
+
+    monkeypatch.setattr(partition, "Policy", Marked)
+    assert partition.policy_from_options().exclusive == ("default-marker",)
+    assert partition.policy_from_options(exclusive=[]).exclusive == ("default-marker",)
+    assert partition.policy_from_options(no_exclusive=True).exclusive == ()
+    assert partition.policy_from_options(exclusive=["x"]).exclusive == ("x",)
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"policy_file": "p.json", "exclusive": ["x"]}, "--policy and --exclusive"),
+        ({"policy_file": "p.json", "no_exclusive": True}, "--policy and --no-exclusive"),
+        ({"exclusive": ["x"], "no_exclusive": True}, "--exclusive and --no-exclusive"),
+    ],
+)
+def test_policy_from_options_refuses_two_flags(kwargs, named):
+    with pytest.raises(ValueError, match=f"^{named} cannot be combined"):
+        partition.policy_from_options(**kwargs)
+
+
+def test_shard_run_command_passes_the_flags_policy(monkeypatch, tmp_path):
+    from ltx2k import cli
+
+    seen = []
+    monkeypatch.setattr(shard, "run", lambda asv_args, **kw: seen.append(kw["policy"]) or 0)
+    assert cli.main(["shard-run", "--dry-run", "--no-exclusive", "--", "HEAD^!"]) == 0
+    assert cli.main(["shard-run", "--dry-run", "--exclusive", "a", "--exclusive", "b"]) == 0
+    assert cli.main(["shard-run", "--dry-run"]) == 0
+    assert seen == [partition.Policy(()), partition.Policy(("a", "b")), partition.Policy()]
 
 
 def git_repo(root: Path, n: int):

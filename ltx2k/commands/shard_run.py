@@ -39,21 +39,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ltx2k import shard
-    from ltx2k.partition import Policy
+    from ltx2k.partition import policy_from_options
 
-    if args.policy:
-        policy = Policy.load(args.policy)
-    elif args.no_exclusive:
-        policy = Policy(())
-    elif args.exclusive:
-        policy = Policy(tuple(args.exclusive))
-    else:
-        policy = Policy()
     return shard.run(
         args.asv_args,
         gpus=args.gpus,
         results=args.results,
         config=args.config,
-        policy=policy,
+        policy=policy_from_options(args.policy, args.exclusive, args.no_exclusive),
         dry_run=args.dry_run,
     )
