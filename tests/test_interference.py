@@ -431,6 +431,50 @@ def test_cli_reads_result_dirs(tmp_path, capsys):
     assert re.search(r"\\\.time_host_latency\$", (out / "interference.md").read_text())
 
 
+@pytest.mark.parametrize(
+    "spec, what",
+    [
+        ("alone", "no '='"),
+        ("=results/alone", "the NAME before '=' is empty"),
+        ("alone=", "the RESULTS_DIR after '=' is empty"),
+    ],
+)
+def test_parse_condition_says_what_is_wrong(spec, what):
+    with pytest.raises(ValueError) as e:
+        itf.parse_condition(spec)
+    assert str(e.value) == f"--condition {spec!r}: expected NAME=RESULTS_DIR, {what}"
+
+
+def test_parse_condition_splits_at_the_first_equals_sign():
+    assert itf.parse_condition("alone=/r/alone") == ("alone", "/r/alone")
+    assert itf.parse_condition("alone=/r/a=b") == ("alone", "/r/a=b")
+
+
+def test_load_conditions_names_the_condition_in_each_error(tmp_path):
+    alone = write_results(tmp_path / "alone", records({}, 1))
+    suite = write_results(tmp_path / "suite", records({"time_host_latency": 0.3}, 2))
+    got = itf.load_conditions([f"alone={alone}", f"concurrent-suite={suite}"])
+    assert list(got) == ["alone", "concurrent-suite"]
+    assert {r.commit for r in got["alone"]} == {COMMIT} and got["alone"] != got["concurrent-suite"]
+
+    with pytest.raises(ValueError, match=r"'alone' is given twice"):
+        itf.load_conditions([f"alone={alone}", f"alone={suite}"])
+    missing = tmp_path / "missing"
+    with pytest.raises(ValueError, match=r"^--condition 'x=.*missing': '.*missing' is not a dir"):
+        itf.load_conditions([f"x={missing}"])
+    with pytest.raises(ValueError, match="no '='"):
+        itf.load_conditions([f"alone={alone}", "suite"])
+
+    # load_condition's error, attributed to the condition, its dir said once
+    write_results(alone, records({}, 4, cells=CELLS[:2]), commit="e" * 40)
+    with pytest.raises(ValueError) as e:
+        itf.load_conditions([f"alone={alone}"])
+    msg = str(e.value)
+    assert msg.startswith(f"--condition 'alone={alone}': machine=") and "expected one commit" in msg
+    assert msg.count(str(alone)) == 1 and "results_dir" not in msg
+    assert len(itf.load_conditions([f"alone={alone}"], commit=COMMIT[:8])["alone"]) > 0
+
+
 def test_cli_rejects_bad_condition(tmp_path, capsys):
     rc = cli.main(["interference", "--condition", "alone", "--out", str(tmp_path)])
     assert rc == 1

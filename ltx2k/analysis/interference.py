@@ -38,6 +38,7 @@ exclusive-regex list ``ltx2k shard-run --policy`` reads.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -157,6 +158,51 @@ def load_condition(results_dir, machine: str | None = None, commit: str | None =
             f"expected one commit, found {commits or 'none'}"
         )
     return [r for r in records if r.commit == commits[0]]
+
+
+def parse_condition(spec: str) -> tuple[str, str]:
+    """``NAME=RESULTS_DIR`` (one ``--condition``) as (name, dir); ValueError says what is wrong."""
+    name, sep, path = spec.partition("=")
+    what = None
+    if not sep:
+        what = "no '='"
+    elif not name:
+        what = "the NAME before '=' is empty"
+    elif not path:
+        what = "the RESULTS_DIR after '=' is empty"
+    if what:
+        raise ValueError(f"--condition {spec!r}: expected NAME=RESULTS_DIR, {what}")
+    return name, path
+
+
+def load_conditions(
+    specs: Sequence[str], machine: str | None = None, commit: str | None = None
+) -> dict[str, list[Record]]:
+    """Each ``--condition NAME=RESULTS_DIR``'s records (:func:`load_condition`), by name.
+
+    Errors name the ``--condition`` they come from; a name given twice is one,
+    since a later directory would silently replace the earlier one.
+    """
+    conditions: dict[str, list[Record]] = {}
+    for spec in specs:
+        name, path = parse_condition(spec)
+        if name in conditions:
+            raise ValueError(
+                f"--condition {spec!r}: expected a new NAME=RESULTS_DIR, {name!r} is given twice"
+            )
+        if not os.path.isdir(path):
+            raise ValueError(f"--condition {spec!r}: {path!r} is not a directory")
+        try:
+            conditions[name] = load_condition(path, machine, commit)
+        except ValueError as e:
+            # The condition names the dir already; load_condition's results_dir=... would repeat it.
+            raise ValueError(f"--condition {spec!r}: {_drop_param('results_dir', e)}") from e
+    return conditions
+
+
+def _drop_param(param: str, e: BaseException) -> str:
+    """The message of *e* without its ``param='value'`` part."""
+    return re.sub(rf"{param}=('[^']*'|\S+)[,:]? ?", "", str(e)).strip()
 
 
 def _index(records: Sequence[Record], families: Sequence[str], what: str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 # Exit statuses shared by every command (regress and confirm document their own 2 and 3).
@@ -15,11 +14,6 @@ EXIT_INTERRUPTED = 130  # a shell's status for SIGINT
 def fail(msg: str, code: int = EXIT_ERROR) -> int:
     print(f"ltx2k: error: {msg}", file=sys.stderr)
     return code
-
-
-def drop_param(param: str, e: BaseException) -> str:
-    """The message of *e* without its ``param='value'`` part."""
-    return re.sub(rf"{param}=('[^']*'|\S+)[,:]? ?", "", str(e)).strip()
 
 
 def usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

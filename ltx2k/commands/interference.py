@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from ltx2k.commands.common import EXIT_OK, drop_param
+from ltx2k.commands.common import EXIT_OK
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -42,18 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import interference
 
-    conditions = {}
-    for spec in args.condition:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path or name in conditions:
-            raise ValueError(f"--condition {spec!r}: expected a new NAME=RESULTS_DIR")
-        if not os.path.isdir(path):
-            raise ValueError(f"--condition {spec!r}: {path!r} is not a directory")
-        try:
-            conditions[name] = interference.load_condition(path, args.machine, args.commit)
-        except ValueError as e:
-            # The message names the dir as results_dir=...: the condition says it already.
-            raise ValueError(f"--condition {spec!r}: {drop_param('results_dir', e)}") from e
+    conditions = interference.load_conditions(args.condition, args.machine, args.commit)
     report = interference.analyse(
         conditions,
         reference=args.reference,
