@@ -19,7 +19,7 @@ from asv_runner.statistics import compute_stats
 from ltx2k import cli
 from ltx2k.analysis import regress
 from ltx2k.analysis.thresholds import Thresholds
-from ltx2k.history.records import Record, load_results
+from ltx2k.history.records import Problem, Record, load_results
 from tools.synthetic_history import Step, generate_history, suite
 
 A100, H100, H200 = "a100-sxm4-80gb", "h100-80gb-hbm3", "h200"
@@ -623,3 +623,70 @@ def test_cli_bad_input_is_one_clear_line_and_keeps_the_files(hist, tmp_path, cap
     assert rc == 3 and "a10g-no-such-gpu: no results" in out
 
     assert {p: p.read_bytes() for p in results.rglob("*.json")} == before  # nothing rewritten
+
+
+# --- triage: what the regress command decides before and around compare ------------------------
+
+
+def _problem(kind: str, message: str = "m") -> Problem:
+    return Problem("/r/x.json", A100, kind, message)
+
+
+def test_problem_notices_lists_broken_files_and_counts_routine_ones():
+    problems = [
+        _problem("skipped"),
+        _problem("truncated", "x.json stops early"),
+        _problem("failed"),
+        _problem("timeout"),
+        _problem("corrupt", "y.json is not JSON"),
+    ]
+    assert regress.problem_notices(problems) == [
+        "truncated: x.json stops early",
+        "corrupt: y.json is not JSON",
+        "3 benchmark(s) with skipped or failed parameter combinations "
+        "(listed at the end of the report)",
+    ]
+    assert regress.problem_notices([_problem("skipped")]) == [
+        "1 benchmark(s) with skipped or failed parameter combinations "
+        "(listed at the end of the report)"
+    ]
+    assert regress.problem_notices([]) == []
+
+
+def test_check_head_refuses_only_a_short_ref_nothing_matches(hist, loaded):
+    records, _ = loaded
+    with pytest.raises(ValueError, match=r"^--head 'deadbeef': no result in --results '/r' "):
+        regress.check_head(records, "deadbeef", "/r")
+    regress.check_head(records, hist.commits[3][:8], "/r")  # a prefix of a measured commit
+    regress.check_head(records, f" {hist.commits[3][:8].upper()} ", "/r")
+    regress.check_head(records, "0" * 40, "/r")  # full sha, not measured yet: exit 3 later
+    regress.check_head(records, "deadbeef", "/r", repo=hist.repo)  # git may know it
+    regress.check_head([], "deadbeef", "/r")  # nothing measured: nothing to compare against
+
+
+def test_triage_reports_problems_before_refusing_and_judges_like_compare(hist, tmp_path):
+    import io
+    import shutil
+
+    with pytest.raises(ValueError, match=r"^--results '.*nope' is not a directory of asv results"):
+        regress.triage(tmp_path / "nope", "abc", last=5)
+
+    results = tmp_path / "results"
+    shutil.copytree(hist.results_dir, results)
+    victim = sorted(p for p in (results / A100).glob("*.json") if p.name != "machine.json")[3]
+    victim.write_bytes(victim.read_bytes()[:200])
+    log = io.StringIO()
+    with pytest.raises(ValueError, match="--head 'deadbeef'"):
+        regress.triage(results, "deadbeef", last=5, log=log)
+    lines = log.getvalue().splitlines()
+    assert lines and lines[0].startswith("ltx2k regress: truncated: ") and victim.name in lines[0]
+
+    log = io.StringIO()
+    report = regress.triage(results, hist.commits[STEP_AT], last=8, log=log)
+    records, problems = load_results(results)
+    same = regress.compare(records, hist.commits[STEP_AT], last=8, problems=problems)
+    assert report == same and report.exit_code == regress.EXIT_REGRESSION
+    report = regress.triage(results, hist.commits[STEP_AT], last=8, recent=1, log=log)
+    assert report == regress.compare(
+        records, hist.commits[STEP_AT], last=8, recent=1, problems=problems
+    )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -59,8 +60,11 @@ __all__ = [
     "Report",
     "Row",
     "StepInfo",
+    "check_head",
     "compare",
+    "problem_notices",
     "regress",
+    "triage",
 ]
 
 # The history window: enough runs for the series' own noise estimate to be
@@ -72,6 +76,81 @@ def regress(results_dir, head: str, **kwargs) -> Report:
     """Load *results_dir* and :func:`compare`. Load problems travel in the report."""
     records, problems = load_results(results_dir)
     return compare(records, head, problems=problems, **kwargs)
+
+
+# Benchmarks a run skipped, failed or timed out are routine (variants timed for some
+# metrics only): counted in one line, listed in the report; any other load problem
+# (a broken file) gets a line of its own, since it means data is missing.
+ROUTINE_PROBLEMS = ("skipped", "failed", "timeout")
+
+
+def problem_notices(problems: Iterable[Problem]) -> list[str]:
+    """What ``ltx2k regress`` says about load problems on stderr, one line each."""
+    problems = list(problems)
+    lines = [f"{p.kind}: {p.message}" for p in problems if p.kind not in ROUTINE_PROBLEMS]
+    n_routine = sum(p.kind in ROUTINE_PROBLEMS for p in problems)
+    if n_routine:
+        lines.append(
+            f"{n_routine} benchmark(s) with skipped or failed parameter "
+            "combinations (listed at the end of the report)"
+        )
+    return lines
+
+
+def check_head(records: Sequence[Record], head: str, results_dir, repo=None) -> None:
+    """ValueError when *head* is a short ref that no result starts with and no repo resolves.
+
+    A full sha with no results is a commit not measured yet (the report says
+    "not enough data", exit 3); anything shorter cannot be told from a typo.
+    With *repo*, a branch name is valid, so nothing is refused here.
+    """
+    known = any(r.commit.startswith(head.strip().lower()) for r in records)
+    if repo is None and records and not known and len(head.strip()) != 40:
+        raise ValueError(
+            f"--head {head!r}: no result in --results {os.fspath(results_dir)!r} is of that "
+            "commit; pass the full sha, or --repo PATH for a branch name"
+        )
+
+
+def triage(
+    results_dir,
+    head: str,
+    *,
+    baseline: str | None = None,
+    last: int | None = None,
+    recent: int | None = None,
+    repo=None,
+    machines: Sequence[str] | None = None,
+    thresholds: Thresholds | str | os.PathLike | None = None,
+    env: str | None = None,
+    log=None,
+) -> Report:
+    """``ltx2k regress``: load *results_dir*, report its problems, refuse a *head* that
+    looks like a typo (:func:`check_head`), and :func:`compare`.
+
+    Problem lines go to *log* (default stderr) before any error, so a broken file
+    is named even when the run stops. ``recent=None`` is the detector's default.
+    The flags and the exit status are the report's (``Report.exit_code``).
+    """
+    log = sys.stderr if log is None else log
+    if not os.path.isdir(results_dir):
+        raise ValueError(f"--results {os.fspath(results_dir)!r} is not a directory of asv results")
+    records, problems = load_results(results_dir)
+    for line in problem_notices(problems):
+        print(f"ltx2k regress: {line}", file=log)
+    check_head(records, head, results_dir, repo)
+    return compare(
+        records,
+        head,
+        problems=problems,
+        baseline=baseline,
+        last=last,
+        recent=changepoint.RECENT if recent is None else recent,
+        repo=repo,
+        machines=machines,
+        thresholds=thresholds,
+        env=env,
+    )
 
 
 def compare(

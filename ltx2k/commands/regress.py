@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ltx2k.commands.common import fail, usage_error_exits_1
@@ -61,41 +60,14 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ltx2k.analysis import regress
-    from ltx2k.history.records import load_results
     from ltx2k.report.markdown import render_markdown
 
-    if not os.path.isdir(args.results):
-        return fail(f"--results {args.results!r} is not a directory of asv results")
-    records, problems = load_results(args.results)
-    # A broken file is reported, never fatal: the other files still count. Benchmarks
-    # a run skipped or failed are routine (variants timed for some metrics only):
-    # counted here, listed in the report.
-    routine = ("skipped", "failed", "timeout")
-    for p in problems:
-        if p.kind not in routine:
-            print(f"ltx2k regress: {p.kind}: {p.message}", file=sys.stderr)
-    n_routine = sum(p.kind in routine for p in problems)
-    if n_routine:
-        print(
-            f"ltx2k regress: {n_routine} benchmark(s) with skipped or failed parameter "
-            "combinations (listed at the end of the report)",
-            file=sys.stderr,
-        )
-    # A full sha with no results is a commit not measured yet (exit 3); anything
-    # shorter that no result starts with cannot be told from a typo.
-    known = any(r.commit.startswith(args.head.strip().lower()) for r in records)
-    if args.repo is None and records and not known and len(args.head.strip()) != 40:
-        return fail(
-            f"--head {args.head!r}: no result in --results {args.results!r} is of that commit; "
-            "pass the full sha, or --repo PATH for a branch name"
-        )
-    report = regress.compare(
-        records,
+    report = regress.triage(
+        args.results,
         args.head,
-        problems=problems,
         baseline=args.baseline,
         last=args.last,
-        **({"recent": args.recent} if args.recent is not None else {}),
+        recent=args.recent,
         repo=args.repo,
         machines=args.machine,
         thresholds=args.thresholds,
