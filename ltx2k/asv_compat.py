@@ -50,13 +50,15 @@ def write_json(path, data, api_version: int, compact: bool = False) -> None:
     util.write_json(str(path), data, api_version=api_version, compact=compact)
 
 
-def load_result(path):
-    """One result file as :class:`asv.results.Results`; ValueError if asv cannot read it."""
+def load_result(path, machine_name: str | None = None):
+    """One result file as :class:`asv.results.Results` (``Results.load``); ValueError if
+    asv cannot read it. *machine_name*: the machine directory it must belong to, as
+    ``asv publish`` checks."""
     from asv import util
     from asv.results import Results
 
     try:
-        return Results.load(str(path))
+        return Results.load(str(path), machine_name=machine_name)
     except util.UserError as e:
         raise ValueError(str(e)) from e
 
@@ -126,6 +128,34 @@ def load_config(path):
     from asv.config import Config
 
     return Config.load(str(path))
+
+
+def config_from_dict(conf: Mapping):
+    """asv.conf.json's contents, already read and edited, as asv's config
+    (``asv.config.Config.from_json``)."""
+    from asv.config import Config
+
+    return Config.from_json(dict(conf))
+
+
+def load_benchmarks(conf):
+    """The benchmarks.json in *conf*'s results_dir as asv reads it
+    (``asv.benchmarks.Benchmarks.load``); ValueError if asv refuses it."""
+    from asv import util
+    from asv.benchmarks import Benchmarks
+
+    try:
+        return Benchmarks.load(conf)
+    except util.UserError as e:
+        raise ValueError(str(e)) from e
+
+
+def open_repo(conf):
+    """*conf*'s repository as asv opens it (``asv.repo.get_repo``); asv raises bare
+    Exceptions when git fails."""
+    from asv.repo import get_repo
+
+    return get_repo(conf)
 
 
 def select_benchmarks(benchmarks: Iterable[Mapping], regex: Sequence[str]) -> list[str]:

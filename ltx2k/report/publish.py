@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
 from ltx2k.history.records import Problem, load_results
 from ltx2k.report import links, page
@@ -79,6 +81,17 @@ class PublishResult:
     summary: Path
     problems: list[Problem] = field(default_factory=list)
     asv_ok: bool = True  # False: asv's site is missing or stale; the summary page is still there
+
+    @property
+    def error(self) -> str | None:
+        """Why this publish failed, or None. Only asv's pages count: a summary page
+        without them would pass for a whole dashboard."""
+        if self.asv_ok:
+            return None
+        return (
+            f"asv publish failed (problems above): wrote {self.summary}, "
+            f"but no new {self.html_dir / 'index.html'}"
+        )
 
 
 def publish(
@@ -156,6 +169,44 @@ def publish(
     return PublishResult(html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok)
 
 
+def publish_dashboard(
+    asv_conf: str | os.PathLike,
+    results_dir: str | os.PathLike | None = None,
+    html_dir: str | os.PathLike | None = None,
+    *,
+    regress_json: Report | str | os.PathLike | Mapping | None = None,
+    repo: str | os.PathLike | None = None,
+    last: int | None = None,
+    log=None,
+) -> PublishResult:
+    """``ltx2k publish``: :func:`publish` with asv.conf.json's folders as defaults
+    (:func:`conf_dirs`), after the checks that keep an empty input from replacing a site.
+
+    Without *regress_json* the summary shows :func:`latest_vs_previous` (git order
+    when *repo*, else the conf's repository, is a directory). ValueError, and
+    *html_dir* untouched, when the results folder is missing or holds no result;
+    asv failing is not raised but in ``PublishResult.error``.
+    """
+    results, html, conf_repo = conf_dirs(asv_conf, results_dir, html_dir)
+    # results_dir= when the caller named the folder (the CLI shows it as --results).
+    where = f"results_dir={str(results)!r}" if results_dir else f"results dir {str(results)!r}"
+    if not results.is_dir():
+        raise ValueError(f"{where} is not a directory (asv run or ltx2k store pull fills it)")
+    records, problems = load_results(results)
+    if not records:
+        # A dashboard of nothing would only hide that the results are missing.
+        raise ValueError(
+            f"{where} holds no asv results ({len(problems)} problem(s)); nothing published, "
+            f"{str(html)!r} left as it was (fill it with ltx2k run or ltx2k store pull)"
+        )
+    repo_dir = Path(repo).resolve() if repo else conf_repo
+    if regress_json is None:
+        regress_json = latest_vs_previous(results, repo=repo_dir if repo_dir.is_dir() else None)
+    return publish(
+        asv_conf, results, html, regress_json=regress_json, repo=repo_dir, last=last, log=log
+    )
+
+
 def conf_dirs(
     asv_conf: str | os.PathLike,
     results_dir: str | os.PathLike | None = None,
@@ -165,14 +216,12 @@ def conf_dirs(
 
     Relative paths in the conf are relative to the conf's folder, as asv reads them.
     """
-    from asv import util
-
     conf_path = Path(asv_conf).resolve()
     if not conf_path.is_file():
         raise ValueError(f"asv_conf={os.fspath(asv_conf)!r} is not a file")
     try:
-        conf = util.load_json(str(conf_path), js_comments=True)
-    except util.UserError as e:
+        conf = asv_compat.load_json(conf_path, js_comments=True)
+    except asv_compat.user_error() as e:
         raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
     base = conf_path.parent
     results = (
@@ -356,11 +405,9 @@ def _commit_base(conf: dict) -> str | None:
 
 def _staged_conf(conf_path: Path, html: Path, repo) -> dict:
     """asv.conf.json with every path absolute: asv resolves them against the conf's folder."""
-    from asv import util
-
     try:
-        conf = util.load_json(str(conf_path), js_comments=True)
-    except util.UserError as e:
+        conf = asv_compat.load_json(conf_path, js_comments=True)
+    except asv_compat.user_error() as e:
         raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
     base = conf_path.parent
     repo_value = os.fspath(repo) if repo is not None else conf.get("repo", ".")
@@ -375,32 +422,26 @@ def _staged_conf(conf_path: Path, html: Path, repo) -> dict:
 
 def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Problem]) -> Path:
     """Copy what asv can publish into ``staged``; add a Problem for everything left out."""
-    from asv import util
-    from asv.benchmarks import Benchmarks
-    from asv.config import Config
-    from asv.repo import get_repo
-    from asv.results import Results
-
     staged.mkdir(parents=True)
     bad_files = {os.path.realpath(p.path) for p in problems if p.kind in _BAD_FILE_KINDS}
     bad_machines = {p.machine for p in problems if p.kind in _BAD_MACHINE_KINDS}
     if (results / "benchmarks.json").is_file():
         shutil.copy2(results / "benchmarks.json", staged / "benchmarks.json")
 
-    cfg = Config.from_json(dict(conf, results_dir=str(staged)))
+    cfg = asv_compat.config_from_dict(dict(conf, results_dir=str(staged)))
     try:
-        benchmarks = Benchmarks.load(cfg)
-    except (util.UserError, ValueError, KeyError, TypeError):
+        benchmarks = asv_compat.load_benchmarks(cfg)
+    except (ValueError, KeyError, TypeError):
         benchmarks = None  # load_results already reported it; asv publish will fail
     try:
-        repo = get_repo(cfg)
+        repo = asv_compat.open_repo(cfg)
     except Exception as e:  # asv raises bare Exceptions from git too; any means "no repo"
         problems.append(
             Problem(str(conf["repo"]), None, "no-repository", f"asv cannot open the repo: {e}")
         )
         repo = None
 
-    candidates: list[tuple[Path, str, Results]] = []
+    candidates: list[tuple[Path, str, Any]] = []  # Any: asv's Results
     for mdir in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
         if mdir.name in bad_machines:
             continue  # load_results already said why; asv would skip or crash on it
@@ -408,7 +449,7 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
             if path.name == "machine.json" or os.path.realpath(path) in bad_files:
                 continue
             try:
-                res = Results.load(str(path), machine_name=mdir.name)
+                res = asv_compat.load_result(path, machine_name=mdir.name)
                 if benchmarks is not None:
                     # The calls asv publish makes: run them here, where a failure is ours to report.
                     for key in res.get_result_keys(benchmarks):
