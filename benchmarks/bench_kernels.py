@@ -50,12 +50,15 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 
-def _load_shapes():
-    # The parameter lists come from the working tree's ltx2k/shapes.py, not the
-    # installed (benchmarked) commit: asv maps results to params by index, so
-    # the lists must be identical for every commit in a run.
-    path = Path(__file__).resolve().parent.parent / "ltx2k" / "shapes.py"
-    spec = importlib.util.spec_from_file_location("_ltx2k_bench_shapes", path)
+def _load_tree_module(name: str):
+    # The parameter lists come from the working tree's ltx2k/shapes.py and
+    # ltx2k/variants.py, not the installed (benchmarked) commit: asv maps
+    # results to params by index, so the lists must be identical for every
+    # commit in a run. Both files sit next to this one in the same tree and so
+    # always match it; an old commit's own ltx2k (where the variants were still
+    # in shapes.py) is never read for them, so no fallback is needed.
+    path = Path(__file__).resolve().parent.parent / "ltx2k" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_ltx2k_bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses need the module registered
     spec.loader.exec_module(mod)
@@ -70,17 +73,21 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-_SHAPES = _load_shapes()
+_SHAPES = _load_tree_module("shapes")
+_VARIANTS = _load_tree_module("variants")
 ON_GPU = _has_gpu()
 if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 
 _KERNELS = {
     "split_rope": (
-        _SHAPES.ROPE_VARIANTS,
+        _VARIANTS.ROPE_VARIANTS,
         _SHAPES.ROPE_SHAPES if ON_GPU else _SHAPES.ROPE_SHAPES_CPU,
     ),
-    "ada_values9": (_SHAPES.ADA_VARIANTS, _SHAPES.ADA_SHAPES if ON_GPU else _SHAPES.ADA_SHAPES_CPU),
+    "ada_values9": (
+        _VARIANTS.ADA_VARIANTS,
+        _SHAPES.ADA_SHAPES if ON_GPU else _SHAPES.ADA_SHAPES_CPU,
+    ),
 }
 
 
@@ -146,7 +153,7 @@ def _host_calibrated_setup(kernel, variant, shape):
 
 
 def _host_launch_setup(kernel, launch, shape):
-    _prepare(kernel, "host", _SHAPES.DEFAULT_VARIANT[kernel], shape, launch)
+    _prepare(kernel, "host", _VARIANTS.DEFAULT_VARIANT[kernel], shape, launch)
 
 
 class _State:
@@ -279,7 +286,7 @@ def _suite(kernel: str, class_name: str):
 
         # Its own parameters, so no process is spent on cells it does not time.
         track_host_calibrated.params = [
-            [_SHAPES.DEFAULT_VARIANT[kernel]],
+            [_VARIANTS.DEFAULT_VARIANT[kernel]],
             [s.label for s in (_SHAPES.HOST_BOUND_SHAPES[kernel] if ON_GPU else shape_list)],
         ]
         track_host_calibrated.param_names = ["variant", "shape"]
@@ -313,7 +320,7 @@ def _suite(kernel: str, class_name: str):
         time_host_latency.setup = functools.partial(_prepare, kernel, "host")
         # The default algorithm through each host launch path (time_host_latency
         # times every variant as a caller gets it, launch "auto").
-        time_host_launch.params = [list(_SHAPES.LAUNCH_PATHS), [s.label for s in shape_list]]
+        time_host_launch.params = [list(_VARIANTS.LAUNCH_PATHS), [s.label for s in shape_list]]
         time_host_launch.param_names = ["launch", "shape"]
         time_host_launch.setup = functools.partial(_host_launch_setup, kernel)
         track_allocations.setup = functools.partial(_track_setup, kernel, "allocations")

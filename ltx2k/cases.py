@@ -1,6 +1,7 @@
 """Benchmark cases: kernel x variant x shape, as data, with inputs, callables and byte counts.
 
-This is the one place that knows how to build a kernel's inputs, call a
+The shapes come from ``ltx2k.shapes`` and the variants from ``ltx2k.variants``
+(plain data). This is the one place that knows how to build a kernel's inputs, call a
 variant and count its minimum traffic; the asv suite, pytest-benchmark, the
 CLI and the correctness gate all go through it.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ltx2k import reference, shapes
+from ltx2k import reference, shapes, variants
 
 BF16 = 2  # bytes
 
@@ -103,7 +104,7 @@ KERNELS: dict[str, KernelSpec] = {
     "split_rope": KernelSpec(
         "split_rope",
         "SplitRope",
-        shapes.ROPE_VARIANTS,
+        variants.ROPE_VARIANTS,
         shapes.ROPE_SHAPES,
         shapes.ROPE_SHAPES_CPU,
         rope_inputs,
@@ -115,7 +116,7 @@ KERNELS: dict[str, KernelSpec] = {
     "ada_values9": KernelSpec(
         "ada_values9",
         "AdaValues9",
-        shapes.ADA_VARIANTS,
+        variants.ADA_VARIANTS,
         shapes.ADA_SHAPES,
         shapes.ADA_SHAPES_CPU,
         ada_inputs,

@@ -1,4 +1,4 @@
-"""Benchmark shapes and variants, as data.
+"""Benchmark shapes, as data (the kernels' variants are in ``ltx2k/variants.py``).
 
 These lists are **append-only**: a shape's label is the key of its asv
 history, so renaming or reordering one silently orphans that history.
@@ -67,32 +67,10 @@ ADA_SHAPES_CPU: tuple[AdaShape, ...] = (
     AdaShape(2, 3, 96, "fp32"),
 )
 
-# Variants per kernel: the device algorithms (the public functions' variant=),
-# then "eager", the PyTorch reference itself, and "compiled", torch.compile of it.
-# The first is sglang's original kernel. Append only: a variant is the key of its
-# asv history. (Before the launch path became its own parameter, "blocked_lean",
-# "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
-# maps them to today's cells.)
-ROPE_VARIANTS: tuple[str, ...] = ("per_head", "blocked", "eager", "compiled", "blocked_wide")
-ADA_VARIANTS: tuple[str, ...] = (
-    "separate",
-    "slab",
-    "eager",
-    "compiled",
-    "slab_grid",
-    "slab_dconst",
-)
-# Host launch paths of the default algorithm, each timed for host latency (the
-# public functions' launch=, "auto" aside: it is one of these). Append only.
-LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
-
-# The variant each public function runs by default (its ``variant=``).
-DEFAULT_VARIANT = {"split_rope": "blocked", "ada_values9": "slab_dconst"}
-
 # Shapes whose call costs more host time than device time on current GPUs, so
 # that host latency is what a caller waits on: the calibrated host-latency
-# metric times the default variant at these (one per launch path the default
-# takes; AdaLN's table dtype changes it). Append only.
+# metric times the default variant (``ltx2k.variants``) at these (one per launch
+# path the default takes; AdaLN's table dtype changes it). Append only.
 HOST_BOUND_SHAPES: dict[str, tuple] = {
     "split_rope": (ROPE_SHAPES[3],),
     "ada_values9": ADA_SHAPES[:2],
@@ -105,6 +83,3 @@ KERNEL_TIME_SHAPES: dict[str, tuple] = {
     "split_rope": (ROPE_SHAPES[3], ROPE_SHAPES[1]),
     "ada_values9": (*ADA_SHAPES[:4], ADA_SHAPES[4]),
 }
-
-# Which variant each one is measured against when reporting a speedup.
-BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import cases, reference, runtime, shapes
+from ltx2k import cases, reference, runtime, shapes, variants
 from ltx2k.kernels import _launch, adaln, rope
 
 DEVICE = runtime.device()
@@ -101,10 +101,10 @@ def test_new_variants_are_registered_and_appended():
     """Reachable through the kernels and the harness; the benchmarks' variants are the
     device algorithms, appended after the old names; older pair names still call."""
     assert set(NEW_ROPE) <= set(rope.VARIANTS) and set(NEW_ADA) <= set(adaln.VARIANTS)
-    assert shapes.ROPE_VARIANTS[:4] == ("per_head", "blocked", "eager", "compiled")
-    assert shapes.ADA_VARIANTS[:4] == ("separate", "slab", "eager", "compiled")
-    assert set(shapes.ROPE_VARIANTS) - set(cases.PEERS) == set(rope.ALGORITHMS)
-    assert set(shapes.ADA_VARIANTS) - set(cases.PEERS) == set(adaln.ALGORITHMS)
+    assert variants.ROPE_VARIANTS[:4] == ("per_head", "blocked", "eager", "compiled")
+    assert variants.ADA_VARIANTS[:4] == ("separate", "slab", "eager", "compiled")
+    assert set(variants.ROPE_VARIANTS) - set(cases.PEERS) == set(rope.ALGORITHMS)
+    assert set(variants.ADA_VARIANTS) - set(cases.PEERS) == set(adaln.ALGORITHMS)
     for kernel, names in (("split_rope", NEW_ROPE), ("ada_values9", NEW_ADA)):
         for v in names:
             assert cases.variant_fn(kernel, v).keywords == {"variant": v}

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import shapes
+from ltx2k import shapes, variants
 
 pytestmark = pytest.mark.slow
 
@@ -58,21 +58,21 @@ SCRIPT_TIMEOUT = 300  # seconds; a hung asv must fail the test, not the whole CI
 # draw). asv matches --bench against "name('variant', 'shape')"; the regex
 # holds no whitespace because LTX2K_RUN_ARGS is split on it.
 KERNELS = {
-    "SplitRope": (shapes.ROPE_VARIANTS[:2], shapes.ROPE_SHAPES_CPU[0].label),
-    "AdaValues9": (shapes.ADA_VARIANTS[:2], shapes.ADA_SHAPES_CPU[0].label),
+    "SplitRope": (variants.ROPE_VARIANTS[:2], shapes.ROPE_SHAPES_CPU[0].label),
+    "AdaValues9": (variants.ADA_VARIANTS[:2], shapes.ADA_SHAPES_CPU[0].label),
 }
 METRICS = ("time_device_cold", "time_host_latency", "track_pct_copy_bandwidth")
 RUN_BENCH = "({}).({}).*'({})'.*'({})'".format(
     "|".join(KERNELS),
     "|".join(METRICS),
-    "|".join(v for variants, _ in KERNELS.values() for v in variants),
+    "|".join(v for names, _ in KERNELS.values() for v in names),
     "|".join(shape for _, shape in KERNELS.values()),
 )
 SELECTED = {
     (f"bench_kernels.{cls}.{metric}", variant, shape)
-    for cls, (variants, shape) in KERNELS.items()
+    for cls, (names, shape) in KERNELS.items()
     for metric in METRICS
-    for variant in variants
+    for variant in names
 }
 # The PR gate and bisect need one kernel's host latency only.
 GATE_BENCH = "SplitRope.time_host_latency.*'({})'.*'{}'".format(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from asv.results import Results
 
-from ltx2k import shapes
+from ltx2k import shapes, variants
 from ltx2k.history.records import Problem, Record, load_results
 from tools.synthetic_history import generate_history
 
@@ -55,8 +55,8 @@ def test_clean_history_loads_with_asvs_own_values(hist):
     records, problems = load_results(results)
     assert only_injected_failure(problems) == []
     per_bench = {
-        "SplitRope": len(shapes.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES),
-        "AdaValues9": len(shapes.ADA_VARIANTS) * len(shapes.ADA_SHAPES),
+        "SplitRope": len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES),
+        "AdaValues9": len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES),
     }
     expected = len(h.machines) * len(h.commits) * 5 * sum(per_bench.values())
     assert len(records) == expected
@@ -67,8 +67,8 @@ def test_clean_history_loads_with_asvs_own_values(hist):
     assert units["time_device_cold"] == "seconds"
     assert units["track_allocations"] == "allocations"
     assert units["track_pct_copy_bandwidth"] == "%"
-    variants = {r.param_dict["variant"] for r in records if ".SplitRope." in r.benchmark}
-    assert variants == set(shapes.ROPE_VARIANTS)  # unquoted: 'blocked' -> blocked
+    seen = {r.param_dict["variant"] for r in records if ".SplitRope." in r.benchmark}
+    assert seen == set(variants.ROPE_VARIANTS)  # unquoted: 'blocked' -> blocked
 
     # Spot-check against asv's own accessors on one file.
     path = result_files(results, "h200")[0]
@@ -254,7 +254,7 @@ def test_timeout_failure_and_skip_are_told_apart(hist):
     bad = {p.kind: p for p in only_injected_failure(problems)}
     assert set(bad) == {"timeout", "skipped", "failed"}
     assert "AdaValues9.time_host_latency" in bad["timeout"].message
-    n_ada = len(shapes.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
+    n_ada = len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
     assert f"{n_ada} of {n_ada}" in bad["timeout"].message and "timed out" in bad["timeout"].message
     assert "SplitRope.track_allocations" in bad["skipped"].message
     assert "AdaValues9.track_allocations" in bad["failed"].message
@@ -268,7 +268,7 @@ def test_malformed_benchmark_row_loses_only_that_benchmark(hist):
     _, results = hist
     path = result_files(results, "h100-80gb-hbm3")[0]
     name = "bench_kernels.SplitRope.time_device_cold"
-    n_rope = len(shapes.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
+    n_rope = len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
     _edit(path, lambda d: d["results"][name][0].pop())  # one value short
     clean = n_records_in(path) + 1
     records, problems = load_results(results)

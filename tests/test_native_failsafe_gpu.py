@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx2k import shapes
+from ltx2k import variants
 
 ROOT = Path(__file__).resolve().parents[1]
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 MODES = ["vmap", "grad", "jvp", "fake", "meta"]
 # (public function, its default algorithm): each is run natively and through kernel[grid]
-DEFAULTS = [(f, shapes.DEFAULT_VARIANT[f]) for f in ("split_rope", "ada_values9")]
+DEFAULTS = [(f, variants.DEFAULT_VARIANT[f]) for f in ("split_rope", "ada_values9")]
 
 # argv: function algorithm launch mode out_path
 SCRIPT = r"""

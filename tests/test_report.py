@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import shapes
+from ltx2k import shapes, variants
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
@@ -242,9 +242,9 @@ def test_history_colours_variants_apart_and_labels_each_line(loaded):
     ax = fig.axes[0]
     lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
     colours = {ln.get_color() for ln in lines}
-    assert len(colours) == len(lines) == len(shapes.ADA_VARIANTS)
+    assert len(colours) == len(lines) == len(variants.ADA_VARIANTS)
     assert plots.FLAG_COLOURS["regression"] not in colours
-    assert {t.get_text() for t in ax.texts} == set(shapes.ADA_VARIANTS)  # labels on the lines
+    assert {t.get_text() for t in ax.texts} == set(variants.ADA_VARIANTS)  # labels on the lines
     for kernel, spec_variants in plots.KERNEL_VARIANTS.items():
         own = [v for v in spec_variants if v not in plots.PEER_COLOURS]
         assert len(set(plots.variant_colours(kernel, own).values())) == len(own) <= 8
@@ -573,7 +573,7 @@ def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
     records, _ = loaded
     tables = _parse(result.summary)
     rope = firstscreen.default_variant("split_rope")
-    assert rope in shapes.ROPE_VARIANTS
+    assert rope in variants.ROPE_VARIANTS
     first_shape = shapes.ROPE_SHAPES[0].label
     for machine in ("h200", "a100-sxm4-80gb"):
         cells = _fs_cells(tables, machine, "split_rope")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import cases, shapes
+from ltx2k import cases, shapes, variants
 from ltx2k.measure import device_time
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,11 +96,11 @@ def test_compiled_peer_is_gpu_only(bench, monkeypatch):
 
 
 def test_params_are_the_working_tree_lists(bench):
-    variants, labels = bench.SplitRope.params
-    assert variants == list(shapes.ROPE_VARIANTS)
+    names, labels = bench.SplitRope.params
+    assert names == list(variants.ROPE_VARIANTS)
     assert labels == [s.label for s in shapes.ROPE_SHAPES_CPU]  # this machine has no GPU
-    variants, labels = bench.AdaValues9.params
-    assert variants == list(shapes.ADA_VARIANTS)
+    names, labels = bench.AdaValues9.params
+    assert names == list(variants.ADA_VARIANTS)
     assert labels == [s.label for s in shapes.ADA_SHAPES_CPU]
 
 
@@ -131,7 +131,7 @@ def test_calibrated_host_latency_times_only_the_default_variant_at_host_bound_sh
         fn = suite.track_host_calibrated
         assert fn.param_names == ["variant", "shape"]
         # params are fixed at import: on this CPU machine, the CPU shapes
-        assert fn.params[0] == [shapes.DEFAULT_VARIANT[kernel]]
+        assert fn.params[0] == [variants.DEFAULT_VARIANT[kernel]]
         assert fn.params[1] == [s.label for s in spec.cpu_shapes]
         assert set(shapes.HOST_BOUND_SHAPES[kernel]) <= set(spec.gpu_shapes)
         assert fn.unit == "torch.add calls"
@@ -157,7 +157,7 @@ def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench
                 bench._check_metric(variant, metric)
         suite = getattr(bench, spec.asv_class)
         assert suite.time_host_launch.param_names == ["launch", "shape"]
-        assert suite.time_host_launch.params[0] == list(shapes.LAUNCH_PATHS)
+        assert suite.time_host_launch.params[0] == list(variants.LAUNCH_PATHS)
     from ltx2k.measure import suite as measure_suite
 
     assert measure_suite.device_launch("blocked") == "triton"

@@ -42,7 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import shapes
+from ltx2k import variants
 from ltx2k.kernels import _checks, _launch, _native
 
 MAX_D = 16384
@@ -249,7 +249,7 @@ def ltx2_ada_values9(
     scale_shift_table: torch.Tensor,
     timestep: torch.Tensor,
     *,
-    variant: str = shapes.DEFAULT_VARIANT["ada_values9"],
+    variant: str = variants.DEFAULT_VARIANT["ada_values9"],
     launch: str = "auto",
 ) -> tuple[torch.Tensor, ...]:
     """Compute the nine AdaLN values. Bit-identical to the eager reference.

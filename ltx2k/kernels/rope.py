@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import shapes
+from ltx2k import variants
 from ltx2k.kernels import _checks, _launch, _native
 
 MAX_HEADS = 1024
@@ -213,7 +213,7 @@ def apply_ltx2_split_rotary_emb(
     cos: torch.Tensor,
     sin: torch.Tensor,
     *,
-    variant: str = shapes.DEFAULT_VARIANT["split_rope"],
+    variant: str = variants.DEFAULT_VARIANT["split_rope"],
     launch: str = "auto",
 ) -> torch.Tensor:
     """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.

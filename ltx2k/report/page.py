@@ -21,10 +21,10 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from ltx2k import shapes
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.report import firstscreen, links, plots
 from ltx2k.report.markdown import format_step, format_value
+from ltx2k.variants import BASELINE_VARIANT
 
 SUMMARY_HTML = "summary.html"
 SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host
@@ -426,7 +426,7 @@ def build_summary(
                 f"history_{k}_{metric}.png",
                 f"{k} {plots.METRIC_TITLES[metric]} history",
             )
-        if k in shapes.BASELINE_VARIANT:
+        if k in BASELINE_VARIANT:
             add("speedup", plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup")
         add(
             "bandwidth",

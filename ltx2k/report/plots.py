@@ -27,8 +27,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullFormatter
 
-from ltx2k import cases, shapes
+from ltx2k import cases
 from ltx2k.analysis.model import Report, Row
+from ltx2k.variants import BASELINE_VARIANT
 
 # asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.cases.
 ASV_CLASS_KERNEL = {spec.asv_class: name for name, spec in cases.KERNELS.items()}
@@ -105,10 +106,10 @@ def split_benchmark(name: str) -> tuple[str, str]:
 
 
 def report_row_kernel_metric(row: Row) -> tuple[str, str]:
-    """(kernel, metric) of a regress report row, named as in ltx2k.shapes.
+    """(kernel, metric) of a regress report row, named as in ltx2k.cases.
 
     Derived from the benchmark name because the row's ``kernel`` is asv's
-    class name ("SplitRope"), while shapes.py speaks "split_rope".
+    class name ("SplitRope"), while ltx2k.cases speaks "split_rope".
     """
     return split_benchmark(row.benchmark)
 
@@ -590,9 +591,9 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     Speedup = baseline time / variant time at each machine's latest commit
     (bars above the 1x line are faster than the baseline), log2 y axis.
     """
-    baseline = shapes.BASELINE_VARIANT.get(kernel)
+    baseline = BASELINE_VARIANT.get(kernel)
     if baseline is None:
-        raise ValueError(f"kernel has no BASELINE_VARIANT in ltx2k.shapes, got {kernel!r}")
+        raise ValueError(f"kernel has no BASELINE_VARIANT in ltx2k.variants, got {kernel!r}")
     values = _latest_values(records, kernel, metric)
     machines = sorted({m for m, _, _ in values})
     if not machines:
