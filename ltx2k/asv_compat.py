@@ -2,12 +2,12 @@
 
 asv's supported interface is its command line and its file formats. Its Python
 modules (``asv.util``, ``asv.results``, ``asv.repo``, ``asv.benchmarks``,
-``asv.commands.run``) carry no stability promise, and some of what ltx2k needs
-is private outright (``asv._stats``, ``Results._env_name``, ``Results._results``,
-``Run._setup_arguments``). ltx2k still uses them, so that it reads and writes
-asv's files, parses ``asv run``'s options and applies ``asv compare``'s test
-exactly as asv does; routing every use through here makes an asv upgrade a
-change to this one file.
+``asv.commands.run``, ``asv.step_detect``) carry no stability promise, and some
+of what ltx2k needs is private outright (``asv._stats``, ``Results._env_name``,
+``Results._results``, ``Run._setup_arguments``). ltx2k still uses them, so that
+it reads and writes asv's files, parses ``asv run``'s options, applies ``asv
+compare``'s test and finds regression steps exactly as asv does; routing every
+use through here makes an asv upgrade a change to this one file.
 
 Checked against asv 0.6.6 (the version ``pyproject.toml``'s ``bench`` extra
 pins). asv is optional for the package (the kernels need only torch and
@@ -74,6 +74,14 @@ def result_raw_values(res, benchmark: str):
     return res._results.get(benchmark)
 
 
+def result_filename(machine: str, commit: str, env_name: str) -> str:
+    """A result file's path relative to the results folder, as asv names it
+    (``machine/<hash[:8]>-<env>.json``; asv hashes a long environment name)."""
+    from asv.results import get_filename
+
+    return get_filename(machine, commit, env_name)
+
+
 def machine_file_path() -> str:
     """Where asv keeps this host's machine file (``~/.asv-machine.json``)."""
     from asv.machine import MachineCollection
@@ -104,6 +112,17 @@ def is_different(a, b, stats_a: Mapping, stats_b: Mapping, p_threshold: float) -
     from asv import _stats
 
     return bool(_stats.is_different(a, b, stats_a, stats_b, p_threshold=p_threshold))
+
+
+def regression_positions(values: Sequence[float | None], threshold: float) -> list[tuple]:
+    """The upward steps asv's regressions page shows for one series (``asv.step_detect``):
+    (last index before, first index after, value before, best value after) each; None
+    values are gaps. *threshold* is relative (asv's ``regressions_thresholds``)."""
+    from asv import step_detect
+
+    steps = step_detect.detect_steps(list(values))
+    _, _, positions = step_detect.detect_regressions(steps, threshold=threshold)
+    return list(positions or ())
 
 
 # --- asv run ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k import cases
+from ltx2k import asv_compat, cases
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.report import links, plots
@@ -138,18 +138,16 @@ class Provenance:
     _tags: dict = field(default_factory=dict)
 
     def path(self, record) -> str:
-        from asv.results import get_filename
-
-        rel = get_filename(record.machine, record.commit, record.env)
+        rel = asv_compat.result_filename(record.machine, record.commit, record.env)
         return f"{self.results_label}/{rel.replace(chr(92), '/')}"
 
     def tag(self, record) -> Mapping:
         """The GPU identity shard-run wrote into the file for this benchmark ({} if none)."""
         if self.results_dir is None:
             return {}
-        from asv.results import get_filename
-
-        path = self.results_dir / get_filename(record.machine, record.commit, record.env)
+        path = self.results_dir / asv_compat.result_filename(
+            record.machine, record.commit, record.env
+        )
         if path not in self._tags:
             from ltx2k.history.tags import read_tags
 

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, NullFormatter
 
-from ltx2k import cases
+from ltx2k import asv_compat, cases
 from ltx2k.analysis.model import Report, Row
 from ltx2k.variants import BASELINE_VARIANT
 
@@ -342,13 +342,9 @@ def _regression_steps(values: Sequence[float | None]) -> list[int]:
     The same detector (and asv's default 5% threshold) as asv's own
     regressions page, so the summary and the dashboard never disagree.
     """
-    from asv import step_detect
-
     if sum(v is not None for v in values) < 3:
         return []
-    steps = step_detect.detect_steps(list(values))
-    _, _, positions = step_detect.detect_regressions(steps, threshold=_STEP_THRESHOLD)
-    return [after for _, after, _, _ in positions or ()]
+    return [after for _, after, _, _ in asv_compat.regression_positions(values, _STEP_THRESHOLD)]
 
 
 def _head_flags(report: Report | None, kernel: str, metric: str) -> set[tuple[str, str, str]]:
