@@ -16,6 +16,14 @@ def fail(msg: str, code: int = EXIT_ERROR) -> int:
     return code
 
 
+ASV_CONFIG = "asv.conf.json"
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """``--config``: the asv config every asv-driving command reads."""
+    parser.add_argument("--config", default=ASV_CONFIG, help=f"asv config (default {ASV_CONFIG})")
+
+
 def usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """regress reserves exit 2 for "regression found"; argparse would use 2 for usage errors."""
 

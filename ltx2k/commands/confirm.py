@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import at_least, usage_error_exits_1
+from ltx2k.commands.common import add_config_option, at_least, usage_error_exits_1
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="with --benchmark: only these parameter values (repeatable), e.g. variant=blocked",
     )
     s.add_argument("--machine", help="asv machine name (default: this runner's, ltx2k machine)")
-    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    add_config_option(s)
     s.add_argument(
         "--work",
         default=".asv/confirm",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltx2k.commands.common import EXIT_OK
+from ltx2k.commands.common import EXIT_OK, add_config_option
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -12,7 +12,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "all",
         help="the main job: gate, asv run, store, regress, publish (GPU or CPU interpreter)",
     )
-    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    add_config_option(s)
     s.add_argument(
         "--commits",
         default="HEAD^!",

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import EXIT_OK, at_least, fail
+from ltx2k.commands.common import EXIT_OK, add_config_option, at_least, fail
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
         "publish", help="build the dashboard: asv publish + html/summary.html"
     )
-    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    add_config_option(s)
     s.add_argument("--results", default=None, help="results dir (default: the config's)")
     s.add_argument("--html", default=None, help="output dir (default: the config's html_dir)")
     s.add_argument(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ltx2k.commands.common import add_config_option
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
@@ -12,7 +14,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Everything after the options is passed to `asv run`, e.g. "
         "`ltx2k run HEAD^!`, `ltx2k run main~3..main`, `ltx2k run NEW`.",
     )
-    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    add_config_option(s)
     s.add_argument("--dry-run", action="store_true", help="print the asv command only")
     s.add_argument(
         "asv_args",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ltx2k.commands.common import add_config_option
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
@@ -17,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     s.add_argument("--gpus", default="auto", help="number of GPUs to use, or auto (all visible)")
     s.add_argument("--results", default=None, help="results dir (default: the config's)")
-    s.add_argument("--config", default="asv.conf.json", help="asv config (default asv.conf.json)")
+    add_config_option(s)
     pol = s.add_mutually_exclusive_group()
     pol.add_argument("--policy", help='JSON {"exclusive": [regex, ...]} (ltx2k interference)')
     pol.add_argument(
