@@ -8,7 +8,10 @@
 - ``--launch-method`` comes from asv.conf.json (forkserver);
 - on a GPU, a CUDA context is held open for the whole run
   (:class:`ltx2k.runtime.ContextKeeper`), so the ~280 benchmark processes of
-  a commit do not each pay the GPU's initialisation.
+  a commit do not each pay the GPU's initialisation;
+- on a GPU, every benchmark it measured is tagged in its result file with the
+  physical GPU (index, UUID: :mod:`ltx2k.history.tags`, as ``shard-run`` tags
+  its shards), so the report can say which card measured a value.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ltx2k import asv_compat, machine, runtime
+from ltx2k.history import tags
 
 # asv run's own range words: asv resolves them, git does not know them.
 _ASV_RANGE_WORDS = ("NEW", "ALL", "EXISTING", "TAGS")
@@ -119,5 +123,34 @@ def run(
     if dry_run:
         return 0
     machine.write_asv_machine_file(info)
-    with runtime.context_keeper(keep_context and info["machine"] != machine.CPU_MACHINE):
-        return subprocess.call(cmd, env=env)
+    on_gpu = info["machine"] != machine.CPU_MACHINE
+    gpu = measuring_gpu(env) if on_gpu else None
+    results = results_dir(config)
+    before = tags.snapshot(results, info["machine"]) if gpu else {}
+    with runtime.context_keeper(keep_context and on_gpu):
+        rc = subprocess.call(cmd, env=env)
+    if gpu is not None:
+        try:
+            tags.tag_results(results, info["machine"], gpu, {}, before)
+        except (OSError, ValueError) as e:  # a tag is provenance: never lose the run over it
+            print(f"ltx2k run: could not tag the results with {gpu.uuid}: {e}", file=sys.stderr)
+    return rc
+
+
+def results_dir(config: str) -> Path:
+    """The config's results_dir, resolved against the config's folder."""
+    conf = asv_compat.load_json(config, js_comments=True)
+    return (Path(config).resolve().parent / conf.get("results_dir", "results")).resolve()
+
+
+def measuring_gpu(environ) -> machine.Gpu | None:
+    """The GPU asv's benchmark processes use (CUDA device 0 of the visible ones), or None.
+
+    None, with a line on stderr, when nvidia-smi cannot say: the run goes on untagged.
+    """
+    try:
+        gpus = machine.list_gpus(environ)
+    except (RuntimeError, ValueError) as e:
+        print(f"ltx2k run: results will not name their GPU: {e}", file=sys.stderr)
+        return None
+    return gpus[0] if gpus else None

@@ -59,6 +59,69 @@ def test_run_command_records_samples_and_names_the_machine():
     assert "--record-samples" not in cmd and cmd[-1] == "A..B"
 
 
+def _fake_gpu_run(tmp_path, monkeypatch, gpus):
+    """``ltx2k run`` on a GPU machine whose asv measures benchmark ``b`` of a file that
+    already holds ``a`` (measured before, same started_at). Returns the file's path."""
+    from ltx2k import asv_compat
+
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text('{"version": 1, "results_dir": "res"}')
+    path = tmp_path / "res" / "h200" / "abcdef12-env.json"
+    path.parent.mkdir(parents=True)
+    cols = ["result", "params", "version", "started_at", "duration"]
+
+    def write(results):
+        data = {"commit_hash": "abcdef12" * 5, "env_name": "env", "result_columns": cols,
+                "results": results}  # fmt: skip
+        asv_compat.write_json(path, data, api_version=2, compact=True)
+
+    write({"a": [[1.0], [], "v", 100, 1.0]})
+    monkeypatch.setattr(asv_run, "check_range", lambda *a, **k: None)
+    monkeypatch.setattr(machine, "identify", lambda: {"machine": "h200"})
+    monkeypatch.setattr(machine, "write_asv_machine_file", lambda info: None)
+    monkeypatch.setattr(machine, "list_gpus", gpus)
+
+    def fake_asv(cmd, env):  # asv rewrites the file: "a" kept as it was, "b" measured now
+        write({"a": [[1.0], [], "v", 100, 1.0], "b": [[2.0], [], "v", 200, 1.0]})
+        return 0
+
+    monkeypatch.setattr(asv_run.subprocess, "call", fake_asv)
+    assert asv_run.run(["HEAD^!"], config=str(conf), keep_context=False) == 0
+    return path
+
+
+def test_a_gpu_run_tags_what_it_measured_with_the_physical_gpu(tmp_path, monkeypatch):
+    from ltx2k.history.tags import read_tags
+
+    gpu = machine.Gpu(3, "GPU-435786a2-02ef", "NVIDIA H200")
+    seen = {}
+
+    def gpus(environ=None):
+        seen["env"] = environ
+        return [gpu, machine.Gpu(4, "GPU-other", "NVIDIA H200")]
+
+    path = _fake_gpu_run(tmp_path, monkeypatch, gpus)
+    tags = read_tags(path)
+    assert set(tags) == {"b"}  # what this run measured, not what was there before
+    assert tags["b"]["gpu_uuid"] == "GPU-435786a2-02ef" and tags["b"]["gpu_index"] == 3
+    assert tags["b"]["mode"] == "exclusive" and tags["b"]["concurrent_gpus"] == 1
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" in seen["env"]  # asv's environment decides
+
+
+def test_a_gpu_run_whose_gpu_cannot_be_named_keeps_its_results_untagged(
+    tmp_path, monkeypatch, capsys
+):
+    from ltx2k.history.tags import read_tags
+
+    def broken(environ=None):
+        raise RuntimeError("nvidia-smi exited 9: driver mismatch")
+
+    path = _fake_gpu_run(tmp_path, monkeypatch, broken)
+    assert read_tags(path) == {}
+    assert set(json.loads(path.read_text())["results"]) == {"a", "b"}  # nothing lost
+    assert "results will not name their GPU: nvidia-smi exited 9" in capsys.readouterr().err
+
+
 def test_context_keeper_starts_reports_devices_and_exits_with_the_block():
     from ltx2k.runtime import ContextKeeper
 

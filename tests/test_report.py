@@ -768,7 +768,7 @@ def test_publish_links_commits_and_names_files_and_gpus(history, tmp_path):
     index_json = json.loads((res.html_dir / "index.json").read_text())
     assert index_json["show_commit_url"] == "https://github.com/o/r/commit/"  # asv's pages too
     # The environment line and every first-screen value of the tagged GPU name the UUID.
-    assert f"3 {uuid}" in text and "(shard-run)" in text
+    assert f'GPU UUID <span data-env="gpu_uuid">3 {uuid}</span>' in text
     tables = _parse_text(text)
     attrs, _ = _fs_cells(tables, "h200", "split_rope")["cold"]
     assert (
@@ -919,3 +919,32 @@ def test_a_missing_default_variant_is_stood_in_for_by_its_nearest_relative(loade
     assert table.variant.split("_")[0] == default.split("_")[0]
     html = page.render_summary(records=without, problems=[], report=None, images={})
     assert f"the default, {default}, has no results at this commit" in html
+
+
+def _view(machine, n_commits):
+    commits = tuple(f"{i:02d}" * 20 for i in range(n_commits))
+    return firstscreen.MachineView(
+        machine=machine, info={}, commits=commits, n_commits=n_commits, date=None, tables=[],
+        gpu_ids=(), regressions=[], improvements=[],
+    )  # fmt: skip
+
+
+def _report_flags(**flags):
+    from types import SimpleNamespace
+
+    cells = {m: SimpleNamespace(flag=f) for m, f in flags.items()}
+    return SimpleNamespace(rows=[SimpleNamespace(cells=cells)], head="01" * 20)
+
+
+def test_status_line_does_not_call_a_gpu_without_verdicts_clean():
+    line = firstscreen.status_line([_view("h200", 2)], _report_flags(h200="insufficient"), None)
+    assert "No regressions" not in line
+    assert "Too little history to judge yet on h200 (2 commits)" in line
+    mixed = firstscreen.status_line(
+        [_view("h200", 2), _view("a100", 9), _view("h100", 1)],
+        _report_flags(h200="insufficient", a100="unchanged", h100="insufficient"),
+        None,
+    )
+    assert "No regressions on 1 GPU(s)" in mixed  # only the GPU that was judged
+    assert "too little history to judge yet on h200 (2 commits)" in mixed
+    assert "first commit on h100: nothing to compare yet" in mixed

@@ -1,7 +1,9 @@
-"""Which GPU measured each benchmark of a result file: the tag shard-run writes.
+"""Which GPU measured each benchmark of a result file: the tag ``ltx2k run`` and shard-run write.
 
-Every benchmark a shard measured gets its GPU identity and phase in the
-result file, under the top-level key :data:`TAG_KEY`::
+Every benchmark measured on a GPU gets that GPU's identity and the phase it
+ran in (a shard next to the other GPUs' shards, or alone) in the result file,
+under the top-level key :data:`TAG_KEY` (named when shard-run was its only
+writer; kept so older files read the same)::
 
     "ltx2k_shard": {"version": 1, "benchmarks": {"bench_kernels.SplitRope.time_host_latency":
         {"gpu_index": 1, "gpu_uuid": "GPU-...", "gpu_name": "NVIDIA H200",
@@ -57,6 +59,12 @@ def read_tags(path) -> dict[str, dict]:
     return tags_of(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
+def snapshot(results_dir: Path, machine: str) -> dict[str, bytes]:
+    """The bytes of *machine*'s result files before a run, keyed ``machine/file``:
+    what :func:`tag_results` compares with to find what the run measured."""
+    return {f"{machine}/{p.name}": p.read_bytes() for p in result_files(results_dir, machine)}
+
+
 def _started(data: Mapping) -> dict[str, object]:
     cols = data.get("result_columns") or []
     if "started_at" not in cols:
@@ -69,13 +77,13 @@ def _started(data: Mapping) -> dict[str, object]:
 
 
 def tag_results(
-    shard_results: Path,
+    results_dir: Path,
     machine: str,
     gpu: Gpu,
     modes: Mapping[str, tuple[str, int]],
     copied_in: Mapping[str, bytes],
 ) -> list[Path]:
-    """Write the GPU identity of every benchmark measured by this shard into its files.
+    """Write the GPU identity of every benchmark this run measured into its files.
 
     A benchmark counts as measured here when its ``started_at`` differs from the
     copied-in file's; the others keep the tag they had (asv drops unknown keys
@@ -83,7 +91,7 @@ def tag_results(
     *modes* maps benchmark name -> (mode, GPUs running at the same time).
     """
     tagged = []
-    for path in result_files(shard_results, machine):
+    for path in result_files(results_dir, machine):
         rel = f"{machine}/{path.name}"
         data = json.loads(path.read_text(encoding="utf-8"))
         old = json.loads(copied_in[rel]) if rel in copied_in else {}

@@ -142,7 +142,7 @@ class Provenance:
         return f"{self.results_label}/{rel.replace(chr(92), '/')}"
 
     def tag(self, record) -> Mapping:
-        """The GPU identity shard-run wrote into the file for this benchmark ({} if none)."""
+        """The GPU identity (ltx2k run, shard-run) in the file for this benchmark ({} if none)."""
         if self.results_dir is None:
             return {}
         path = self.results_dir / asv_compat.result_filename(
@@ -190,7 +190,8 @@ class ScreenCell:
     link: str | None  # asv's graph of this cell
     cell_id: str
     benchmark: str = ""
-    gpu_id: str = ""  # "index UUID" shard-run recorded for this value, if any
+    # "index UUID" of the GPU that measured this value (ltx2k run, shard-run), if recorded
+    gpu_id: str = ""
 
 
 @dataclass
@@ -210,7 +211,7 @@ class MachineView:
     n_commits: int  # all of this GPU's commits with results
     date: int | None
     tables: list[KernelTable]
-    gpu_ids: tuple[str, ...]  # "index UUID" from shard-run tags at the head commit
+    gpu_ids: tuple[str, ...]  # "index UUID" of the GPUs that measured the head commit (result tags)
     regressions: list[tuple[Row, Cell]]
     improvements: list[tuple[Row, Cell]]
 
@@ -546,7 +547,7 @@ def _env_html(view: MachineView, base: str | None) -> str:
         parts.append(
             'GPU UUID <span data-env="gpu_uuid">'
             + ", ".join(_e(g) for g in view.gpu_ids)
-            + "</span> (shard-run)"
+            + "</span>"
         )
     if view.head:
         parts.append(f"commit {_commit_link(view.head, base)}")
@@ -626,7 +627,12 @@ def status_line(views: Sequence[MachineView], report: Report | None, base: str |
             "without verdicts.</p>"
         )
     parts, clean = [], []
+    judged = {m for row in report.rows for m, c in row.cells.items() if c.flag != "insufficient"}
+    # Past its first commit but with no verdict yet: not "no regressions", too early to say.
+    early = [v for v in with_data if not v.first_run and v.machine not in judged]
     for v in with_data:
+        if v in early or v.first_run:
+            continue  # each named below, not counted as clean
         if not v.regressions:
             clean.append(v.machine)
             continue
@@ -645,8 +651,11 @@ def status_line(views: Sequence[MachineView], report: Report | None, base: str |
             text += f" since {_commit_link(since, base)}"
         text += f" ({_e('; '.join(names))}{_e(more)})"
         parts.append(text)
-    if not parts:
-        sentence = f"No regressions on {len(with_data)} GPU(s)"
+    if not parts and not clean:
+        sentence = ""
+        cls = "sl-first"
+    elif not parts:
+        sentence = f"No regressions on {len(clean)} GPU(s)"
         cls = "sl-ok"
     else:
         sentence = "; ".join(parts)
@@ -658,6 +667,11 @@ def status_line(views: Sequence[MachineView], report: Report | None, base: str |
     firsts = [v.machine for v in with_data if v.first_run]
     if firsts:
         sentence += f"; first commit on {', '.join(_e(m) for m in firsts)}: nothing to compare yet"
+    if early:
+        names = ", ".join(f"{_e(v.machine)} ({v.n_commits} commits)" for v in early)
+        sentence += f"; too little history to judge yet on {names}: values shown without verdicts"
+    sentence = sentence.removeprefix("; ")
+    sentence = sentence[:1].upper() + sentence[1:]
     head = f" (head {_commit_link(report.head, base)})" if report.head else ""
     return f'<p id="status-line" class="status-line {cls}">{sentence}{head}.</p>'
 

@@ -405,7 +405,7 @@ def build_summary(
     """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``.
 
     ``results_dir`` (with ``results_label``, how the page names it) lets each
-    value name its result file and the GPU identity shard-run wrote there.
+    value name its result file and the GPU identity ltx2k run or shard-run wrote there.
     """
     html_dir = Path(html_dir)
     out = html_dir / SUMMARY_DIR
