@@ -768,7 +768,7 @@ def test_publish_links_commits_and_names_files_and_gpus(history, tmp_path):
     index_json = json.loads((res.html_dir / "index.json").read_text())
     assert index_json["show_commit_url"] == "https://github.com/o/r/commit/"  # asv's pages too
     # The environment line and every first-screen value of the tagged GPU name the UUID.
-    assert f'GPU UUID <span data-env="gpu_uuid">3 {uuid}</span>' in text
+    assert f'measured on <span data-env="gpu_uuid">GPU 3 ({uuid})</span>' in text
     tables = _parse_text(text)
     attrs, _ = _fs_cells(tables, "h200", "split_rope")["cold"]
     assert (

@@ -538,6 +538,12 @@ ENV_FIELDS = (("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("torch", 
               ("triton", "triton"))  # fmt: skip
 
 
+def _gpu_id_text(gpu_id: str) -> str:
+    """ "3 GPU-ab12..." (the index and UUID a run tags its results with) -> "GPU 3 (GPU-ab12...)"."""
+    index, _, uuid = gpu_id.partition(" ")
+    return f"GPU {index} ({uuid})" if uuid else gpu_id
+
+
 def _env_html(view: MachineView, base: str | None) -> str:
     parts = [f"<b>{_e(view.machine)}</b>"]
     for key, label in ENV_FIELDS:
@@ -545,8 +551,8 @@ def _env_html(view: MachineView, base: str | None) -> str:
             parts.append(f'{label} <span data-env="{key}">{_e(view.info[key])}</span>')
     if view.gpu_ids:
         parts.append(
-            'GPU UUID <span data-env="gpu_uuid">'
-            + ", ".join(_e(g) for g in view.gpu_ids)
+            'measured on <span data-env="gpu_uuid">'
+            + ", ".join(_e(_gpu_id_text(g)) for g in view.gpu_ids)
             + "</span>"
         )
     if view.head:
