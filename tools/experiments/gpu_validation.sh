@@ -101,7 +101,7 @@ for step in $steps; do
              tar czf "$OUT/results.tgz" results
              ltx2k regress --results results --repo . --head HEAD --last 20 --markdown "$OUT/regress_hostcheck.md" | head -5; echo "regress exit ${PIPESTATUS[0]}"
            ) 2>&1 | tee "$OUT/hostcheck.log" | grep -v "^\s*$" | tail -40 ;;
-    hostab) timeout ${HOSTAB_TIMEOUT:-240} python3 tools/experiments/host_ab.py --runs ${HOSTAB_RUNS:-3} --procs ${HOSTAB_PROCS:-8} --seconds ${HOSTAB_SECONDS:-200} --json "$OUT/host_ab.json" 2>&1 | tee "$OUT/host_ab.log" | tail -30 ;;
+    hostab) timeout ${HOSTAB_TIMEOUT:-240} python3 tools/experiments/host_ab.py --runs ${HOSTAB_RUNS:-3} --procs ${HOSTAB_PROCS:-10} --seconds ${HOSTAB_SECONDS:-200} --json "$OUT/host_ab.json" 2>&1 | tee "$OUT/host_ab.log" | tail -30 ;;
     hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 tools/experiments/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
     main) # the README's main job in the clone (results of an earlier pass continue its history)
           wh=$(cd "${WHEELHOUSE:-.whl}" && pwd)

@@ -29,7 +29,7 @@ the same rates over many more trials (the processes of interleaved runs are
 exchangeable within a cell, which is what interleaving buys). The detection
 rate's 95% interval is Clopper-Pearson (``scipy.stats.binomtest``).
 
-Usage (GPU): python tools/experiments/host_ab.py [--runs 3] [--procs 8] [--json OUT]
+Usage (GPU): python tools/experiments/host_ab.py [--runs 3] [--procs 10] [--json OUT]
 """
 
 from __future__ import annotations
@@ -133,12 +133,13 @@ def _interval(k: int, n: int) -> list[float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs")
-    ap.add_argument("--procs", type=int, default=8, help="processes per side and run")
+    ap.add_argument("--procs", type=int, default=10, help="processes per side and run")
     ap.add_argument("--step", type=float, default=0.10, help="injected host step (fraction)")
     ap.add_argument("--min-step", type=float, default=1.05, help="flag threshold (ratio)")
     ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
     ap.add_argument("--seconds", type=float, default=240, help="stop starting runs after this")
     ap.add_argument("--json", help="write every process's values here")
+    ap.add_argument("--trials", type=int, default=2000, help="resampled pairs per cell (0: none)")
     a = ap.parse_args()
     for name in ("runs", "procs"):
         if getattr(a, name) < 1:
@@ -189,6 +190,9 @@ def main() -> int:
             )
         print(f"run {r}: median process wall {run['process_wall_s']:.2f} s", flush=True)
         out["runs"].append(run)
+        if a.json:  # after every run: a run cut short by a time limit keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=1)
     cells = [c for run in out["runs"] for c in run["cells"].values()]
     det = sum(c["detected"] for c in cells)
     ff = sum(c["false_flag"] for c in cells)
@@ -205,8 +209,10 @@ def main() -> int:
     for k in keys:
         a_all = [p[k] for run in out["runs"] for s in ("A", "A2") for p in run["sides"][s]]
         b_all = [p[k] for run in out["runs"] for p in run["sides"]["B"]]
-        if len(a_all) >= 2 * a.procs and len(b_all) >= a.procs:
-            out["resampled"][k] = resampled(a_all, b_all, a.procs, a.min_step, a.alpha)
+        if a.trials and len(a_all) >= 2 * a.procs and len(b_all) >= a.procs:
+            out["resampled"][k] = resampled(
+                a_all, b_all, a.procs, a.min_step, a.alpha, trials=a.trials
+            )
             print(f"resampled {k}: {out['resampled'][k]}")
     out["summary"] = summary
     print("summary:", summary)
