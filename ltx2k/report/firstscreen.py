@@ -539,7 +539,7 @@ ENV_FIELDS = (("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA"), ("torch", 
 
 
 def _gpu_id_text(gpu_id: str) -> str:
-    """ "3 GPU-ab12..." (the index and UUID a run tags its results with) -> "GPU 3 (GPU-ab12...)"."""
+    """ "3 GPU-ab12..." (index and UUID, as a run tags results) -> "GPU 3 (GPU-ab12...)"."""
     index, _, uuid = gpu_id.partition(" ")
     return f"GPU {index} ({uuid})" if uuid else gpu_id
 
