@@ -50,7 +50,7 @@ def _plain(markdown: str) -> str:
 
 def terminal_summary(report, markdown_path: Path, html: Path, limit: int = SUMMARY_ROWS) -> str:
     """At most ``limit + 6`` lines: the verdict, the worst regressions, where the rest is."""
-    from ltx2k.report.markdown import format_cell, format_step, render_markdown
+    from ltx2k.report.markdown import format_cell, format_step, problem_lines, render_markdown
 
     lines = [_plain(render_markdown(report).splitlines()[0])]
     regs = sorted(
@@ -65,10 +65,7 @@ def terminal_summary(report, markdown_path: Path, html: Path, limit: int = SUMMA
         )
     if len(regs) > limit:
         lines.append(f"  ... and {len(regs) - limit} more regression(s)")
-    if report.problems:
-        lines.append(
-            f"{len(report.problems)} problem(s) reading the results (listed in the report)"
-        )
+    lines.extend(problem_lines(report.problems, "(listed in the report)"))
     lines.append(f"full report (Markdown): {markdown_path}")
     lines.append(f"dashboard: {html.resolve()}/index.html and summary.html")
     lines.append("serve it with `scripts/python -m asv preview` (or any static web server)")

@@ -249,3 +249,27 @@ def test_main_job_summary_is_short_and_says_where_the_report_is(n, tmp_path):
         assert f"and {n - pipeline.SUMMARY_ROWS} more regression(s)" in text
         # the worst step is listed first
         assert f"B1_S{n - 1}_H32_D128" in lines[1]
+
+
+@pytest.mark.parametrize(
+    "kinds, bad, skipped",
+    [(("skipped",) * 4, 0, 4), (("corrupt", "skipped"), 1, 1), (("truncated", "failed"), 2, 0)],
+)
+def test_main_job_summary_counts_deliberate_skips_apart_from_problems(
+    kinds, bad, skipped, tmp_path
+):
+    from dataclasses import replace
+
+    from ltx2k.history.records import Problem
+    from ltx2k.report.markdown import render_markdown
+
+    problems = tuple(Problem(f"/r/{i}.json", "h200", k, f"{k} {i}") for i, k in enumerate(kinds))
+    report = replace(_report(0), problems=problems)
+    text = pipeline.terminal_summary(report, tmp_path / "regress.md", tmp_path / "html")
+    assert ("problem(s) reading the results" in text) == bool(bad)
+    assert (f"{bad} problem(s) reading the results" in text) == bool(bad)
+    assert (f"{skipped} skipped benchmark group(s)" in text) == bool(skipped)
+    md = render_markdown(report)
+    assert f"<details><summary>{bad} problem(s)" in md if bad else "problem(s) reading" not in md
+    for p in problems:  # every one is still listed in the full report
+        assert p.message in md

@@ -85,6 +85,12 @@ class Record:
         }
 
 
+# Benchmarks without a value for these reasons are expected (a shape a GPU does
+# not run, warm L2 beyond twice the L2): counted apart from the problems, which
+# they would drown if listed one by one.
+QUIET_KINDS = ("skipped",)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Something in the results directory that could not be used.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ltx2k.analysis.model import Baseline, Cell, Report, StepInfo
+from ltx2k.history.records import QUIET_KINDS
 
 _MARK = {"regression": " ❌", "improvement": " ✅", "ok": "", "insufficient": ""}
 
@@ -117,12 +118,26 @@ def render_markdown(report: Report) -> str:
     out.extend(["", "</details>", ""])
 
     if report.problems:
+        summary = "; ".join(problem_lines(report.problems, ""))
         out.extend(
-            [
-                f"<details><summary>{len(report.problems)} problem(s) loading results</summary>",
-                "",
-            ]
+            [f"<details><summary>{summary}</summary>", ""]
             + [f"- **{p.kind}** ({p.machine or 'all'}): {p.message}" for p in report.problems]
             + ["", "</details>", ""]
         )
     return "\n".join(out)
+
+
+def problem_lines(problems, where: str) -> list[str]:
+    """One line for the results that could not be used, one for the benchmarks skipped.
+
+    A skip (``QUIET_KINDS``: a cell a benchmark declines on purpose, such as warm L2
+    beyond twice the L2) is not a problem reading the results, and is not counted as one.
+    """
+    bad = sum(p.kind not in QUIET_KINDS for p in problems)
+    skipped = len(problems) - bad
+    lines = []
+    if bad:
+        lines.append(f"{bad} problem(s) reading the results {where}".rstrip())
+    if skipped:
+        lines.append(f"{skipped} skipped benchmark group(s) {where}".rstrip())
+    return lines

@@ -22,6 +22,7 @@ from pathlib import Path
 from string import Template
 
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
+from ltx2k.history.records import QUIET_KINDS
 from ltx2k.report import firstscreen, links, plots
 from ltx2k.report.markdown import format_step, format_value
 from ltx2k.variants import BASELINE_VARIANT
@@ -29,9 +30,6 @@ from ltx2k.variants import BASELINE_VARIANT
 SUMMARY_HTML = "summary.html"
 SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host
 MACHINE_FIELDS = ("gpu", "gpu_count", "driver", "cuda", "torch", "triton")
-# Benchmarks without a value for these reasons are expected on some GPUs
-# (unsupported shape) and would drown the real problems if listed one by one.
-QUIET_KINDS = ("skipped",)
 RUN_KINDS = ("failed", "timeout")
 # Problems that mean a machine contributed no data at all.
 NO_DATA_KINDS = ("no-usable-results", "empty-machine")

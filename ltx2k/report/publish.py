@@ -36,7 +36,7 @@ from typing import Any
 
 from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
-from ltx2k.history.records import Problem, load_results
+from ltx2k.history.records import QUIET_KINDS, Problem, load_results
 from ltx2k.report import links, page
 
 # CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/static/vendor/.
@@ -611,9 +611,9 @@ def _post_process_index(html: Path, problems: list[Problem]) -> None:
 
 
 def _log_problems(problems: list[Problem], log) -> None:
-    quiet = [p for p in problems if p.kind in page.QUIET_KINDS]
+    quiet = [p for p in problems if p.kind in QUIET_KINDS]
     for p in problems:
-        if p.kind not in page.QUIET_KINDS:
+        if p.kind not in QUIET_KINDS:
             where = f"[{p.machine}] " if p.machine else ""
             print(f"ltx2k publish: {p.kind}: {where}{p.message}", file=log)
     if quiet:
