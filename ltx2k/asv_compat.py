@@ -107,6 +107,13 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     return u, p
 
 
+def compute_stats(samples: Sequence[float], number: int = 1) -> tuple[float, dict]:
+    """(median, stats) as asv computes them for a timing benchmark's samples."""
+    from asv_runner.statistics import compute_stats as _compute
+
+    return _compute(list(samples), number)
+
+
 def is_different(a, b, stats_a: Mapping, stats_b: Mapping, p_threshold: float) -> bool:
     """``asv compare``'s significance rule (samples if any, else 99% CI overlap)."""
     from asv import _stats

@@ -470,11 +470,66 @@ def _thresholds_for(target: Target, base):
     return Thresholds(ratios=ratios, directions=directions, alpha=base.alpha)
 
 
+def with_process_values(records: Iterable, path, before: str, after: str):
+    """*records*, where a cell has every process's values for both commits of the pair
+    (``ltx2k.process_values``, written by ``track_*`` benchmarks that asv keeps one
+    number of), with those values as its samples and asv's statistics of them;
+    and the set of (benchmark, params) so replaced.
+
+    A cell with values on one side only keeps asv's numbers on both sides: one
+    sampled side against a single number is no rank test.
+    """
+    from ltx2k import asv_compat, process_values
+
+    values, _ = process_values.load(path)
+    records = list(records)
+    both = {
+        (r.benchmark, r.params)
+        for r in records
+        if r.commit == before
+        and (before, r.benchmark, tuple(v for _, v in r.params)) in values
+        and (after, r.benchmark, tuple(v for _, v in r.params)) in values
+    }
+    out = []
+    for r in records:
+        key = (r.commit, r.benchmark, tuple(v for _, v in r.params))
+        if r.commit not in (before, after) or (r.benchmark, r.params) not in both:
+            out.append(r)
+            continue
+        samples = values[key]
+        median, st = asv_compat.compute_stats(samples, 1)
+        out.append(
+            replace(
+                r,
+                value=median,
+                samples=tuple(samples),
+                ci_99=(st["ci_99_a"], st["ci_99_b"]),
+                q_25=st["q_25"],
+                q_75=st["q_75"],
+                number=1,
+                repeat=len(samples),
+            )
+        )
+    return out, both
+
+
 def judge(
-    records: Iterable, target: Target, before: str, after: str, machine: str, thresholds=None
+    records: Iterable,
+    target: Target,
+    before: str,
+    after: str,
+    machine: str,
+    thresholds=None,
+    sampled: frozenset | set = frozenset(),
 ):
-    """Cell results of the re-measured pair: regress.compare(head=after, baseline=before)."""
-    from ltx2k.analysis import regress
+    """Cell results of the re-measured pair: regress.compare(head=after, baseline=before).
+
+    Cells in *sampled* (``with_process_values``) are judged on every process's value
+    with a rank test, so their minimum size is the detector's minimum step for the
+    benchmark (what an interleaved A/B of processes was measured to resolve,
+    docs/history.md "Host latency"), not the commit-vs-commit ratio that stands in
+    for a test when there are no samples.
+    """
     from ltx2k.analysis.thresholds import Thresholds
 
     base = thresholds if thresholds is not None else Thresholds()
@@ -487,8 +542,26 @@ def judge(
     ]
     if not mine:
         return []
+    groups = (
+        ([r for r in mine if (r.benchmark, r.params) not in sampled], False),
+        ([r for r in mine if (r.benchmark, r.params) in sampled], True),
+    )
+    out = []
+    for group, by_process in groups:
+        if group:
+            out += _judge_group(group, target, before, after, machine, base, by_process)
+    return out
+
+
+def _judge_group(mine, target, before, after, machine, base, by_process: bool):
+    from ltx2k.analysis import regress
+
+    thresholds = _thresholds_for(target, base)
+    if by_process:
+        steps = tuple((r.benchmark, base.step_for(r.benchmark)) for r in mine)
+        thresholds = replace(thresholds, ratios=steps + thresholds.ratios)
     report = regress.compare(
-        mine, after, baseline=before, machines=[machine], thresholds=_thresholds_for(target, base)
+        mine, after, baseline=before, machines=[machine], thresholds=thresholds
     )
     out = []
     for row in report.rows:
@@ -514,7 +587,11 @@ def judge(
                 threshold=row.threshold,
                 higher_is_better=row.higher_is_better,
                 flagged_ratio=target.flagged_ratio,
-                message="" if c.flag != "insufficient" else "no value on one side",
+                message="no value on one side"
+                if c.flag == "insufficient"
+                else "judged on every measuring process's value"
+                if by_process
+                else "",
             )
         )
     return out
@@ -760,7 +837,10 @@ def confirm(
         pairs.setdefault((p.commits[idx - 1], found), []).append(p)
 
     # 2. re-measure each pair once, all of its cells in one asv continuous
+    from ltx2k import process_values
+
     measured: dict[tuple[str, str], tuple[int, str]] = {}
+    values_of: dict[tuple[str, str], Path] = {}
     for n, ((before, after), group) in enumerate(pairs.items(), 1):
         regexes = list(dict.fromkeys(p.target.regex() for p in group))
         factor = min(
@@ -776,7 +856,12 @@ def confirm(
         if dry_run:
             _say("+ " + " ".join(cmd))
             continue
-        measured[(before, after)] = run(cmd, env)
+        # Each pair its own file: the values asv find wrote for these commits were
+        # not interleaved with the other side and must not count.
+        values_path = Path(conf).parent / f"process-values-{n}.jsonl"
+        values_path.unlink(missing_ok=True)
+        values_of[(before, after)] = values_path
+        measured[(before, after)] = run(cmd, {**env, process_values.ENV: str(values_path)})
 
     if dry_run:
         outcome.dry_run = True
@@ -792,9 +877,12 @@ def confirm(
     records = load(_results_dir(conf))
     for (before, after), group in pairs.items():
         rc, output = measured[(before, after)]
+        pair_records, sampled = with_process_values(
+            records, values_of[(before, after)], before, after
+        )
         for p in group:
             t = p.target
-            cells = judge(records, t, before, after, machine, thresholds)
+            cells = judge(pair_records, t, before, after, machine, thresholds, sampled)
             problem = _asv_problem(output, t, rc, "continuous")
             if not cells:
                 outcome.cells.append(

@@ -430,6 +430,106 @@ def test_judge_follows_the_direction_of_higher_is_better_metrics():
     assert confirm.judge(flipped, t, before, after, MACHINE)[0].verdict == "not-confirmed"
 
 
+# --- every process's value of a track_* benchmark ------------------------------------------------
+
+HOST = "bench_kernels.SplitRope.track_host_calibrated"
+HOST_PARAMS = (("variant", "blocked"), ("shape", "B4_S25_H32_D64"))
+# Per-process calibrated values with the ~2% spread measured on the H200.
+HOST_VALUES = [1.20, 1.23, 1.19, 1.25, 1.21, 1.22, 1.18, 1.24, 1.22, 1.20, 1.21, 1.23]
+
+
+def _write_values(path, commit, values, benchmark=HOST, params=HOST_PARAMS, monkeypatch=None):
+    from ltx2k import process_values
+
+    monkeypatch.setenv(process_values.ENV, str(path))
+    monkeypatch.setenv("ASV_COMMIT", commit)
+    # One record per round of 4 processes, as track_host_calibrated appends them.
+    for i in range(0, len(values), 4):
+        assert process_values.append(benchmark, [v for _, v in params], values[i : i + 4])
+
+
+def test_process_values_round_trip_and_what_is_not_written(tmp_path, monkeypatch):
+    from ltx2k import process_values
+
+    path = tmp_path / "v.jsonl"
+    monkeypatch.delenv(process_values.ENV, raising=False)
+    monkeypatch.setenv("ASV_COMMIT", "a" * 40)
+    assert not process_values.append(HOST, ["blocked", "B4"], [1.0])  # no file named
+    monkeypatch.setenv(process_values.ENV, str(path))
+    monkeypatch.delenv("ASV_COMMIT")
+    assert not process_values.append(HOST, ["blocked", "B4"], [1.0])  # no commit named
+    assert not path.exists()
+    monkeypatch.setenv("ASV_COMMIT", "a" * 40)
+    assert process_values.append(HOST, ["blocked", "B4"], [1.0, 2.0])
+    assert process_values.append(HOST, ["blocked", "B4"], [3.0])
+    with open(path, "a") as f:  # a process killed mid-write, and a value that is no number
+        f.write('{"commit": "a", "benchmark": "x", "par\n')
+        f.write(json.dumps({"commit": "a", "benchmark": HOST, "params": [], "values": ["nan"]}))
+        f.write("\n")
+    values, bad = process_values.load(path)
+    assert values == {("a" * 40, HOST, ("blocked", "B4")): [1.0, 2.0, 3.0]}
+    assert bad == 2
+    assert process_values.load(tmp_path / "missing.jsonl") == ({}, 0)
+
+
+def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path, monkeypatch):
+    """asv keeps one number of track_host_calibrated per commit: ratio-only at the
+    commit-vs-commit threshold (1.15) would never confirm an 8% host step. With every
+    process's value of the interleaved rounds it is a rank test at the minimum step."""
+    before, after = "a" * 40, "b" * 40
+    path = tmp_path / "v.jsonl"
+    slower = [v * 1.08 for v in HOST_VALUES]
+    _write_values(path, before, HOST_VALUES, monkeypatch=monkeypatch)
+    _write_values(path, after, slower, monkeypatch=monkeypatch)
+    recs = [
+        _rec(before, [statistics.median(HOST_VALUES[-4:])], benchmark=HOST, params=HOST_PARAMS),
+        _rec(after, [statistics.median(slower[-4:])], benchmark=HOST, params=HOST_PARAMS),
+    ]
+    t = confirm.Target(HOST, HOST_PARAMS, before, after, threshold=1.15, higher_is_better=False)
+    # asv's numbers alone: one value per side, ratio-only, under the 1.15 threshold.
+    (plain,) = confirm.judge(recs, t, before, after, MACHINE)
+    assert plain.verdict == "not-confirmed" and plain.test == "ratio-only"
+
+    judged, sampled = confirm.with_process_values(recs, path, before, after)
+    assert sampled == {(HOST, HOST_PARAMS)}
+    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    assert c.verdict == "confirmed" and c.test == "mann-whitney" and c.p_value < 0.002
+    assert c.ratio == pytest.approx(1.08) and c.threshold == pytest.approx(1.05)
+    assert c.before_value == pytest.approx(statistics.median(HOST_VALUES))
+    assert "every measuring process" in c.message
+
+    # The same code on both sides (A/A): not confirmed.
+    aa = tmp_path / "aa.jsonl"
+    _write_values(aa, before, HOST_VALUES, monkeypatch=monkeypatch)
+    _write_values(aa, after, HOST_VALUES[::-1], monkeypatch=monkeypatch)
+    judged, sampled = confirm.with_process_values(recs, aa, before, after)
+    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    assert c.verdict == "not-confirmed" and c.test == "mann-whitney"
+
+    # A 3% step is under the minimum step however significant.
+    small = tmp_path / "small.jsonl"
+    _write_values(small, before, HOST_VALUES, monkeypatch=monkeypatch)
+    _write_values(small, after, [v * 1.03 for v in HOST_VALUES], monkeypatch=monkeypatch)
+    judged, sampled = confirm.with_process_values(recs, small, before, after)
+    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    assert c.verdict == "not-confirmed"
+
+
+def test_process_values_of_one_side_only_leave_asvs_numbers(tmp_path, monkeypatch):
+    before, after = "a" * 40, "b" * 40
+    path = tmp_path / "v.jsonl"
+    _write_values(path, after, [v * 1.3 for v in HOST_VALUES], monkeypatch=monkeypatch)
+    recs = [
+        _rec(before, [1.2], benchmark=HOST, params=HOST_PARAMS),
+        _rec(after, [1.3], benchmark=HOST, params=HOST_PARAMS),
+    ]
+    judged, sampled = confirm.with_process_values(recs, path, before, after)
+    assert sampled == set() and judged == recs
+    t = confirm.Target(HOST, HOST_PARAMS, before, after, threshold=1.15)
+    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    assert c.test == "ratio-only" and c.verdict == "not-confirmed"  # 1.083 < 1.15
+
+
 # --- the whole run, asv faked -----------------------------------------------------------------
 
 
@@ -538,6 +638,53 @@ def test_asv_find_failures_are_errors_of_their_cell(repo, tmp_path, find_out, me
     (cell,) = out.cells
     assert cell.verdict == "error" and message in cell.message
     assert out.exit_code == confirm.EXIT_ERROR and len(fake.calls) == 1
+
+
+class FakeAsvWithProcessValues(FakeAsv):
+    """asv continuous that also runs track_host_calibrated: every round appends each
+    commit's process values where confirm's environment says, as the benchmark does."""
+
+    def __init__(self, values, **kw):
+        super().__init__({c: [statistics.median(v)] for c, v in values.items()}, **kw)
+        self.values = values
+        self.envs: list[dict] = []
+
+    def __call__(self, cmd, env):
+        from ltx2k import process_values
+
+        self.envs.append(dict(env))
+        if cmd[3] == "continuous":
+            path = env[process_values.ENV]
+            for commit in cmd[-2:]:
+                with open(path, "a") as f:
+                    f.write(json.dumps({"commit": commit, "benchmark": HOST,
+                                        "params": [v for _, v in HOST_PARAMS],
+                                        "values": self.values[commit]}) + "\n")  # fmt: skip
+        return super().__call__(cmd, env)
+
+    def load(self, results_dir):
+        return [_rec(c, v, benchmark=HOST, params=HOST_PARAMS) for c, v in self.samples.items()]
+
+
+def test_confirm_hands_asv_a_process_values_file_per_pair_and_judges_on_it(repo, tmp_path):
+    from ltx2k import process_values
+
+    _, c = repo
+    fake = FakeAsvWithProcessValues({c[3]: HOST_VALUES, c[4]: [v * 1.08 for v in HOST_VALUES]})
+    t = confirm.explicit_target(HOST, c[3], c[4])
+    out = _run(repo, [t], fake, tmp_path)
+    (cell,) = out.cells
+    assert cell.verdict == "confirmed" and cell.test == "mann-whitney", cell
+    (cont_env,) = [e for e, cmd in zip(fake.envs, fake.calls, strict=True) if "continuous" in cmd]
+    path = Path(cont_env[process_values.ENV])
+    assert path.parent == (tmp_path / "work").resolve() and path.exists()
+    # A file left by an earlier, interrupted run is not read: each pair starts empty.
+    path.write_text(json.dumps({"commit": c[4], "benchmark": HOST,
+                                "params": [v for _, v in HOST_PARAMS],
+                                "values": [9.0] * 48}) + "\n")  # fmt: skip
+    again = _run(repo, [t], FakeAsvWithProcessValues(
+        {c[3]: HOST_VALUES, c[4]: HOST_VALUES[::-1]}), tmp_path)  # fmt: skip
+    assert again.cells[0].verdict == "not-confirmed"
 
 
 def test_a_pair_without_results_is_an_error(repo, tmp_path):
@@ -717,12 +864,17 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
 
     shape = shapes.ROPE_SHAPES_CPU[0].label
     bench = "bench_kernels.SplitRope.time_host_latency"
+    host = "bench_kernels.SplitRope.track_host_calibrated"
     rows = [
         _row(bench, (("variant", "blocked"), ("shape", shape)), threshold=2.2, cells={
             MACHINE: {"flag": "regression", "ratio": 6.0, "step": _step(base, c3, [c1, c2, c3])},
         }),
         _row(bench, (("variant", "per_head"), ("shape", shape)), threshold=2.2, cells={
             MACHINE: {"flag": "regression", "ratio": 2.5, "step": _step(c2, c3, [c3])},
+        }),
+        # asv keeps one number per commit of this one; confirm judges every process.
+        _row(host, (("variant", "blocked"), ("shape", shape)), threshold=1.15, cells={
+            MACHINE: {"flag": "regression", "ratio": 6.0, "step": _step(c1, c2, [c2])},
         }),
     ]  # fmt: skip
     _write_report(checkout / "report.json", rows)
@@ -735,7 +887,13 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     assert (out / "status").read_text().strip() == "confirmed", proc.stdout[-6000:]
     doc = json.loads((out / "confirm.json").read_text())
     assert doc["machine"] == MACHINE and doc["status"] == "confirmed"
-    cells = {c["params"][0][1]: c for c in doc["cells"]}
+    by_process = [c for c in doc["cells"] if c["benchmark"] == host]
+    cells = {c["params"][0][1]: c for c in doc["cells"] if c["benchmark"] == bench}
+    (calibrated,) = by_process
+    assert calibrated["verdict"] == "confirmed", calibrated
+    assert (calibrated["commit"], calibrated["before"]) == (c2, c1)
+    assert calibrated["test"] == "mann-whitney" and calibrated["p_value"] < 0.002
+    assert "every measuring process" in calibrated["message"]
     slow = cells["blocked"]
     assert slow["verdict"] == "confirmed", slow
     assert (slow["commit"], slow["before"]) == (c2, c1)  # bisected to the sleeping commit
@@ -746,7 +904,7 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     assert (same["commit"], same["before"], same["bisected"]) == (c3, c2, False)
     summary = (out / "summary.md").read_text()
     assert (
-        "❌ 1 of 2 cell(s) confirmed" in summary and "e2e: the blocked launcher sleeps" in summary
+        "❌ 2 of 3 cell(s) confirmed" in summary and "e2e: the blocked launcher sleeps" in summary
     )
     # Measured into the private results only: the runner's history is untouched.
     assert not (checkout / "results").exists()
