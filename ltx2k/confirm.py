@@ -17,7 +17,10 @@ GPU checks it:
    per-process effects hit both sides alike).
 3. **Judge.** The pair is compared by :func:`ltx2k.analysis.regress.compare`
    with the cell's own threshold and direction (as in the report): the step
-   is *confirmed* only if it is a regression again.
+   is *confirmed* only if it is a regression again. asv keeps one number per
+   commit of a ``track_*`` benchmark; where the benchmark also wrote every
+   measuring process's value (:mod:`ltx2k.process_values`), those values are
+   its samples, judged by asv's rank test at the detector's minimum step.
 
 asv runs with a private copy of asv.conf.json whose ``results_dir`` lies in
 the work directory: the re-measurements never mix with, or overwrite, the
@@ -674,7 +677,9 @@ def render_markdown(outcome: Outcome) -> str:
             out += [
                 "Each commit re-measured on this runner as an interleaved A/B pair "
                 "(`asv continuous`), judged by `ltx2k regress`'s rule with the cell's "
-                "threshold; ratio is after / before.",
+                "threshold; a cell asv keeps one number of (`track_host_calibrated`) is "
+                "judged on every measuring process's value with a rank test and the "
+                "minimum step instead; ratio is after / before.",
                 "",
             ]
         out += [
