@@ -51,9 +51,8 @@ its minimum step (``steps``) is only the smallest change worth a flag:
 - ``*.track_host_calibrated``: 1.05. Its spread between runs (about 3% on the
   H200) is what the detector learns; below 5% a step is not worth a flag.
   ``ltx2k confirm`` judges a flagged cell of it on every measuring process of
-  an interleaved A/B with this minimum step and a rank test: on the H200 that
-  found a 10% host step in 9 of 9 pairs at 10 processes per side, with no
-  false flag in 16 A/A pairs (docs/history.md, "Host latency").
+  an interleaved A/B with this minimum step and a rank test, the design that
+  was measured to see a 10% host step (docs/history.md, "Host latency").
 - ``*.track_allocations``: 1.0; ``*``: 1.02.
 
 File format (JSON), all keys optional::
