@@ -477,14 +477,15 @@ def with_process_values(records: Iterable, path, before: str, after: str):
     """*records*, where a cell has every process's values for both commits of the pair
     (``ltx2k.process_values``, written by ``track_*`` benchmarks that asv keeps one
     number of), with those values as its samples and asv's statistics of them;
-    and the set of (benchmark, params) so replaced.
+    the set of (benchmark, params) so replaced; and the number of lines of *path*
+    that were not a complete record (skipped).
 
     A cell with values on one side only keeps asv's numbers on both sides: one
     sampled side against a single number is no rank test.
     """
     from ltx2k import asv_compat, process_values
 
-    values, _ = process_values.load(path)
+    values, bad = process_values.load(path)
     records = list(records)
     both = {
         (r.benchmark, r.params)
@@ -513,7 +514,7 @@ def with_process_values(records: Iterable, path, before: str, after: str):
                 repeat=len(samples),
             )
         )
-    return out, both
+    return out, both, bad
 
 
 def judge(
@@ -882,9 +883,14 @@ def confirm(
     records = load(_results_dir(conf))
     for (before, after), group in pairs.items():
         rc, output = measured[(before, after)]
-        pair_records, sampled = with_process_values(
+        pair_records, sampled, bad = with_process_values(
             records, values_of[(before, after)], before, after
         )
+        if bad:
+            outcome.notes.append(
+                f"{values_of[(before, after)]}: {bad} line(s) were not a complete record "
+                "(a measuring process cut short?) and were skipped"
+            )
         for p in group:
             t = p.target
             cells = judge(pair_records, t, before, after, machine, thresholds, sampled)

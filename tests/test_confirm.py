@@ -490,7 +490,7 @@ def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path,
     (plain,) = confirm.judge(recs, t, before, after, MACHINE)
     assert plain.verdict == "not-confirmed" and plain.test == "ratio-only"
 
-    judged, sampled = confirm.with_process_values(recs, path, before, after)
+    judged, sampled, _ = confirm.with_process_values(recs, path, before, after)
     assert sampled == {(HOST, HOST_PARAMS)}
     (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "confirmed" and c.test == "mann-whitney" and c.p_value < 0.002
@@ -502,7 +502,7 @@ def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path,
     aa = tmp_path / "aa.jsonl"
     _write_values(aa, before, HOST_VALUES, monkeypatch=monkeypatch)
     _write_values(aa, after, HOST_VALUES[::-1], monkeypatch=monkeypatch)
-    judged, sampled = confirm.with_process_values(recs, aa, before, after)
+    judged, sampled, _ = confirm.with_process_values(recs, aa, before, after)
     (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "not-confirmed" and c.test == "mann-whitney"
 
@@ -510,7 +510,7 @@ def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path,
     small = tmp_path / "small.jsonl"
     _write_values(small, before, HOST_VALUES, monkeypatch=monkeypatch)
     _write_values(small, after, [v * 1.03 for v in HOST_VALUES], monkeypatch=monkeypatch)
-    judged, sampled = confirm.with_process_values(recs, small, before, after)
+    judged, sampled, _ = confirm.with_process_values(recs, small, before, after)
     (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "not-confirmed"
 
@@ -523,8 +523,10 @@ def test_process_values_of_one_side_only_leave_asvs_numbers(tmp_path, monkeypatc
         _rec(before, [1.2], benchmark=HOST, params=HOST_PARAMS),
         _rec(after, [1.3], benchmark=HOST, params=HOST_PARAMS),
     ]
-    judged, sampled = confirm.with_process_values(recs, path, before, after)
-    assert sampled == set() and judged == recs
+    with open(path, "a") as f:
+        f.write('{"commit": "cut sho\n')
+    judged, sampled, bad = confirm.with_process_values(recs, path, before, after)
+    assert sampled == set() and judged == recs and bad == 1
     t = confirm.Target(HOST, HOST_PARAMS, before, after, threshold=1.15)
     (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.test == "ratio-only" and c.verdict == "not-confirmed"  # 1.083 < 1.15
