@@ -101,6 +101,22 @@ for step in $steps; do
              tar czf "$OUT/results.tgz" results
              ltx2k regress --results results --repo . --head HEAD --last 20 --markdown "$OUT/regress_hostcheck.md" | head -5; echo "regress exit ${PIPESTATUS[0]}"
            ) 2>&1 | tee "$OUT/hostcheck.log" | grep -v "^\s*$" | tail -40 ;;
+    hostconfirm) # ltx2k confirm on a real host-side change: a throwaway branch whose one
+           # commit adds four redundant contiguity checks to every RoPE call (host time
+           # only), then a no-op commit; the change must be confirmed on every measuring
+           # process of the interleaved rounds, the no-op pair must not be.
+           ( cd /tmp/repo && git config user.email bench@localhost && git config user.name bench
+             export GIT_AUTHOR_DATE="2026-12-01T00:00:00Z" GIT_COMMITTER_DATE="2026-12-01T00:00:00Z"
+             base=$(git rev-parse HEAD); git checkout -q -b host-step
+             sed -i 's/^    call = CALLS.get((variant, launch))$/    for _ in range(4):\n        x.is_contiguous()\n    call = CALLS.get((variant, launch))/' ltx2k/kernels/rope.py
+             git diff --stat; git commit -qam "rope: four redundant contiguity checks per call"; change=$(git rev-parse HEAD)
+             git commit -q --allow-empty -m "no-op"; noop=$(git rev-parse HEAD)
+             for pair in "$base $change step" "$change $noop aa"; do set -- $pair
+               time timeout ${HOSTCONFIRM_TIMEOUT:-280} ltx2k confirm --benchmark SplitRope.track_host_calibrated \
+                 --param "${HOSTCONFIRM_PARAM:-shape=B4_S25_H32_D64}" --good "$1" --bad "$2" \
+                 --rounds ${HOSTCONFIRM_ROUNDS:-4} --json "$OUT/host_confirm_$3.json" --markdown "$OUT/host_confirm_$3.md"
+               echo "confirm $3 exit $?"; done
+           ) 2>&1 | tee "$OUT/hostconfirm.log" | grep -v "^\s*$" | tail -40 ;;
     hostab) timeout ${HOSTAB_TIMEOUT:-240} python3 tools/experiments/host_ab.py --runs ${HOSTAB_RUNS:-3} --procs ${HOSTAB_PROCS:-10} --seconds ${HOSTAB_SECONDS:-200} --json "$OUT/host_ab.json" 2>&1 | tee "$OUT/host_ab.log" | tail -30 ;;
     hostruns) timeout ${HOSTRUNS_TIMEOUT:-400} python3 tools/experiments/host_runs.py --runs ${HOSTRUNS_RUNS:-6} --procs 6 --json "$OUT/host_runs.json" 2>&1 | tee "$OUT/host_runs.log" | tail -20 ;;
     main) # the README's main job in the clone (results of an earlier pass continue its history)
