@@ -862,8 +862,8 @@ def confirm(
         if dry_run:
             _say("+ " + " ".join(cmd))
             continue
-        # Each pair its own file: the values asv find wrote for these commits were
-        # not interleaved with the other side and must not count.
+        # Each pair its own file, emptied first: values of another pair's rounds, or
+        # left by an interrupted run, were not interleaved with this pair and must not count.
         values_path = Path(conf).parent / f"process-values-{n}.jsonl"
         values_path.unlink(missing_ok=True)
         values_of[(before, after)] = values_path
