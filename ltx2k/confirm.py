@@ -487,20 +487,21 @@ def with_process_values(records: Iterable, path, before: str, after: str):
 
     values, bad = process_values.load(path)
     records = list(records)
+
+    def key(r, commit: str):
+        return (commit, r.benchmark, tuple(v for _, v in r.params))
+
     both = {
         (r.benchmark, r.params)
         for r in records
-        if r.commit == before
-        and (before, r.benchmark, tuple(v for _, v in r.params)) in values
-        and (after, r.benchmark, tuple(v for _, v in r.params)) in values
+        if r.commit == before and key(r, before) in values and key(r, after) in values
     }
     out = []
     for r in records:
-        key = (r.commit, r.benchmark, tuple(v for _, v in r.params))
         if r.commit not in (before, after) or (r.benchmark, r.params) not in both:
             out.append(r)
             continue
-        samples = values[key]
+        samples = values[key(r, r.commit)]
         median, st = asv_compat.compute_stats(samples, 1)
         out.append(
             replace(
