@@ -32,7 +32,7 @@ for step in $steps; do
            python3 -c "import time, torch; torch.cuda.init(); from ltx2k.kernels import _native; t = time.time(); m = _native.build(verbose=True); print(f'native build {time.time() - t:.1f} s; driver: {m.driver_error() or \"ok\"}')" 2>&1 | tee "$OUT/native_build.log" | tail -3 ;;
     sweep) timeout ${SWEEP_TIMEOUT:-180} python3 tools/experiments/ada_decode_sweep.py --json "$OUT/ada_sweep.json" 2>&1 | tee "$OUT/ada_sweep.log" | tail -40 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
-    cost) timeout ${COST_TIMEOUT:-150} python3 tools/experiments/process_cost.py --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
+    cost) timeout ${COST_TIMEOUT:-150} python3 tools/experiments/process_cost.py ${COST_ARGS:-} --json "$OUT/process_cost.json" 2>&1 | tee "$OUT/process_cost.log" ;;
     spread) timeout ${SPREAD_TIMEOUT:-120} python3 tools/experiments/host_spread.py ${SPREAD_ARGS:-} --json "$OUT/host_spread.json" 2>&1 | tee "$OUT/host_spread.log"
             { lscpu; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor; } > "$OUT/lscpu.txt" 2>&1 ;;
     quick) ltx2k quick 2>&1 | tee "$OUT/quick.txt" ;;

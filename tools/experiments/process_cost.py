@@ -1,13 +1,16 @@
 """Where one asv benchmark process's time goes, on a GPU runner (the suite-cost question).
 
 asv's forkserver imports the suite once and forks one process per benchmark x
-params. This script does the same for a sample of cases and times each phase
-inside the child: CUDA context creation, ``suite.prepare`` (inputs, gate,
-graph capture) and 20 samples, plus the whole fork-to-reap wall time (which
-includes tearing the context down). It does so twice: without and with
-``ltx2k.runtime.ContextKeeper`` holding a context open.
+params. This script does the same with the real suite module
+(``benchmarks/bench_kernels.py``, whose import warms what it warms before
+forking) for one cell of each kind of benchmark, and times, inside the forked
+child, the benchmark's ``setup`` (CUDA context, first kernel call, inputs,
+correctness gate, graph capture) and its samples (20, as the suite's
+``repeat`` allows at most), plus the fork-to-reap wall time (which includes
+tearing the context down). With ``--profile`` each child also runs under
+cProfile and prints its most expensive calls (cumulative seconds).
 
-Usage: python tools/experiments/process_cost.py [--json OUT]
+Usage: python tools/experiments/process_cost.py [--profile N] [--json OUT]
 asv's own per-benchmark overhead is not in here; compare the sum with an
 ``asv run`` wall time to see it.
 """
@@ -15,101 +18,118 @@ asv's own per-benchmark overhead is not in here; compare the sum with an
 from __future__ import annotations
 
 import argparse
+import cProfile
+import functools
+import importlib.util
+import io
 import json
-import os
+import pstats
 import statistics
 import sys
 import time
+from pathlib import Path
 
-os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+ROOT = Path(__file__).resolve().parents[2]
 
-import torch  # noqa: E402
 
-import ltx2k.kernels.adaln  # noqa: E402,F401  (preimported, as bench_kernels does)
-import ltx2k.kernels.rope  # noqa: E402,F401
-from ltx2k import cases, runtime, shapes  # noqa: E402
-from ltx2k.measure import suite  # noqa: E402
-from ltx2k.measure.forked import run_forked  # noqa: E402
+def load_suite():
+    path = ROOT / "benchmarks" / "bench_kernels.py"
+    spec = importlib.util.spec_from_file_location("bench_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kernels"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
-CASES = [
-    ("split_rope", "blocked", shapes.ROPE_SHAPES[0], "device_cold"),
-    ("split_rope", "blocked", shapes.ROPE_SHAPES[0], "host"),
-    ("split_rope", "per_head", shapes.ROPE_SHAPES[5], "device_cold"),
-    ("split_rope", "eager", shapes.ROPE_SHAPES[3], "device_warm"),
-    ("split_rope", "compiled", shapes.ROPE_SHAPES[0], "device_cold"),
-    ("ada_values9", "slab", shapes.ADA_SHAPES[0], "device_cold"),
-    ("ada_values9", "separate", shapes.ADA_SHAPES[0], "host"),
-    ("ada_values9", "slab", shapes.ADA_SHAPES[5], "device_cold"),
-    ("ada_values9", "compiled", shapes.ADA_SHAPES[0], "host"),
+
+# (class, benchmark, params): one cell of each kind, the default variants and the peers.
+CELLS = [
+    ("SplitRope", "time_device_cold", ("blocked", "B1_S1024_H32_D128")),
+    ("SplitRope", "time_device_cold", ("compiled", "B1_S1024_H32_D128")),
+    ("SplitRope", "time_device_warm", ("eager", "B4_S25_H32_D64")),
+    ("SplitRope", "time_host_latency", ("blocked", "B4_S25_H32_D64")),
+    ("SplitRope", "time_host_latency", ("compiled", "B4_S25_H32_D64")),
+    ("SplitRope", "time_host_launch", ("native", "B4_S25_H32_D64")),
+    ("SplitRope", "time_kernel", ("blocked", "B1_S1024_H32_D128")),
+    ("AdaValues9", "time_device_cold", ("slab_dconst", "B1_S1_D4096_bf16")),
+    ("AdaValues9", "time_device_cold", ("compiled", "B2_S6144_D4096_bf16")),
+    ("AdaValues9", "time_host_latency", ("eager", "B1_S1_D4096_bf16")),
+    ("AdaValues9", "time_kernel", ("slab_dconst", "B1_S1_D4096_bf16")),
+    ("AdaValues9", "time_kernel", ("compiled", "B1_S1_D4096_bf16")),
+    ("AdaValues9", "track_allocations", ("slab", "B1_S1024_D4096_bf16")),
+    ("AdaValues9", "track_pct_copy_bandwidth", ("slab_dconst", "B1_S1024_D4096_bf16")),
 ]
 
 
-def child(case, compile_threads) -> dict:
-    kernel, variant, shape, metric = case
-    if compile_threads is not None:
-        import torch._inductor.config as inductor_config
+def _setup_of(cls, name):
+    fn = getattr(cls, name)
+    return getattr(fn, "setup", None) or getattr(cls, "setup", None)
 
-        inductor_config.compile_threads = compile_threads
+
+def child(suite, cls_name, name, params, profile_lines) -> dict:
+    cls = getattr(suite, cls_name)
+    bench = cls()
+    prof = cProfile.Profile() if profile_lines else None
+    if prof:
+        prof.enable()
     t = [time.perf_counter()]
-    torch.empty(1, device="cuda")
-    torch.cuda.synchronize()
+    setup = _setup_of(cls, name)
+    if setup is not None:
+        setup(*params)
     t.append(time.perf_counter())
-    # the first call alone: kernel load (Triton) or trace + compile (torch.compile)
-    spec = cases.KERNELS[kernel]
-    args = spec.make_inputs(shape, "cuda", seed=0)
-    cases.variant_fn(kernel, variant)(*args)
-    torch.cuda.synchronize()
+    body = getattr(bench, name)
+    if name.startswith("track_"):
+        body(*params)
+    else:
+        timer = cls.timer
+        for _ in range(20):
+            t0 = timer()
+            body(*params)
+            timer() - t0
     t.append(time.perf_counter())
-    timed = suite.prepare(kernel, variant, shape, metric)
-    torch.cuda.synchronize()
-    t.append(time.perf_counter())
-    for _ in range(20):
-        t0 = timed.timer()
-        timed.run()
-        timed.timer() - t0
-    t.append(time.perf_counter())
-    return dict(
-        cuda_init=t[1] - t[0], first_call=t[2] - t[1], prepare=t[3] - t[2], samples20=t[4] - t[3]
-    )
-
-
-def run_case(case, compile_threads=None) -> dict:
-    out, wall = run_forked(lambda: child(case, compile_threads))
-    kernel, variant, shape, metric = case
-    return dict(kernel=kernel, variant=variant, shape=shape.label, metric=metric, wall=wall, **out)
-
-
-def sweep(label: str, cases_=CASES, compile_threads=None) -> list[dict]:
-    rows = []
-    for case in cases_:
-        row = dict(mode=label, **run_case(case, compile_threads))
-        rows.append(row)
-        print(
-            f"{label:9s} {row['kernel']:11s} {row['variant']:9s} {row['shape']:20s} "
-            f"{row['metric']:11s} wall {row['wall']:.2f}s  init {row.get('cuda_init', 0):.2f}  "
-            f"1st call {row.get('first_call', 0):.2f}  prepare {row.get('prepare', 0):.2f}  "
-            f"samples {row.get('samples20', 0):.2f}",
-            flush=True,
-        )
-    return rows
+    out = dict(setup=t[1] - t[0], body=t[2] - t[1])
+    if prof:
+        prof.disable()
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(profile_lines)
+        out["profile"] = s.getvalue()
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--profile", type=int, default=0, help="print each child's N costliest calls")
+    ap.add_argument("--repeat", type=int, default=2, help="processes per cell")
     args = ap.parse_args()
-    if runtime.select_backend() != "cuda":
-        print("process_cost.py measures GPU processes; no CUDA device here", file=sys.stderr)
-        return 1
-    rows = sweep("alone")
-    with runtime.ContextKeeper():
-        rows += sweep("keeper")
-    # inductor's compile worker pool vs compiling in the benchmark process itself
-    compiled = [c for c in CASES if c[1] == "compiled"]
-    rows += sweep("threads1", compiled, compile_threads=1)
-    for mode in ("alone", "keeper"):
-        walls = [r["wall"] for r in rows if r["mode"] == mode]
-        print(f"{mode}: median process wall {statistics.median(walls):.2f} s")
+    t0 = time.perf_counter()
+    suite = load_suite()  # what asv's forkserver does once: imports, warm_before_fork
+    print(f"suite import (the forkserver's, once): {time.perf_counter() - t0:.2f} s", flush=True)
+    from ltx2k import runtime
+    from ltx2k.measure.forked import run_forked
+
+    cells = CELLS
+    if not suite.ON_GPU:  # a smoke test of this script in the interpreter, at its shapes
+        first = {c: getattr(suite, c).params[1][0] for c in ("SplitRope", "AdaValues9")}
+        cells = [(c, n, (p[0], first[c])) for c, n, p in CELLS if p[0] != "compiled"]
+    rows = []
+    with runtime.context_keeper(suite.ON_GPU):  # as `ltx2k run` holds one
+        for cls_name, name, params in cells:
+            for i in range(args.repeat):
+                lines = args.profile if i == 0 else 0  # one profile per cell
+                got, wall = run_forked(
+                    functools.partial(child, suite, cls_name, name, params, lines)
+                )
+                row = dict(cls=cls_name, bench=name, params=list(params), wall=wall, **got)
+                rows.append(row)
+                print(
+                    f"{cls_name:10s} {name:25s} {' '.join(params):32s} wall {wall:.2f}s  "
+                    f"setup {got.get('setup', 0):.2f}  body {got.get('body', 0):.2f}"
+                    + (f"  ERROR {got['error']}" if "error" in got else ""),
+                    flush=True,
+                )
+                if row.get("profile"):
+                    print(row["profile"], flush=True)
+    print(f"median process wall {statistics.median(r['wall'] for r in rows):.2f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
