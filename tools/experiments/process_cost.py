@@ -100,10 +100,21 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--profile", type=int, default=0, help="print each child's N costliest calls")
     ap.add_argument("--repeat", type=int, default=2, help="processes per cell")
+    ap.add_argument(
+        "--warm-torch-key",
+        action="store_true",
+        help="also compute inductor's torch_key() (a hash of torch's sources) before forking",
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     suite = load_suite()  # what asv's forkserver does once: imports, warm_before_fork
     print(f"suite import (the forkserver's, once): {time.perf_counter() - t0:.2f} s", flush=True)
+    if args.warm_torch_key:
+        from torch._inductor.codecache import torch_key
+
+        t0 = time.perf_counter()
+        torch_key()
+        print(f"torch_key() before forking: {time.perf_counter() - t0:.2f} s", flush=True)
     from ltx2k import runtime
     from ltx2k.measure.forked import run_forked
 
