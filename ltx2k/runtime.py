@@ -109,11 +109,31 @@ def warm_before_fork() -> None:
     at the first compile or cache lookup of each process and kept in an
     ``lru_cache``. asv forks a process per benchmark and parameter combination,
     so without this each of them hashed the library again (0.6 s on a 2-core
-    VM). Computed in the parent, it is inherited. It touches no CUDA state, so
-    the children can still create their own CUDA context.
+    VM). Computed in the parent, it is inherited. The same holds for two more
+    things each process met at its first kernel call, found by profiling one
+    forked benchmark process of each kind on the H200
+    (``tools/experiments/process_cost.py --profile``):
+
+    - Triton's first launch in a process imports ``triton.experimental.gluon``
+      (to recognise its tensor descriptors among the arguments);
+    - inductor keys its caches with ``torch_key()``, a hash of torch's Python
+      sources, computed at the first ``torch.compile`` of each process. Only
+      where the caller has imported inductor already: importing it costs more
+      than the hash.
+
+    None of it touches CUDA state, so the children can still create their own
+    CUDA context.
     """
     try:
         from triton.runtime.cache import triton_key
     except ImportError:  # a Triton without it: each process computes what it needs
         return
     triton_key()
+    import contextlib
+
+    # A Triton without gluon does not import it at launch either.
+    with contextlib.suppress(ImportError):
+        import triton.experimental.gluon  # noqa: F401
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is not None and hasattr(codecache, "torch_key"):
+        codecache.torch_key()

@@ -158,6 +158,41 @@ def test_what_the_parent_warms_before_forking_the_child_does_not_recompute():
     assert warm["s"] < 0.01 < cold["s"], (cold, warm)
 
 
+_WARM_CHECK = """
+import json, sys, time
+import torch._inductor.codecache as codecache
+from ltx2k import runtime
+from ltx2k.measure.forked import run_forked
+
+def child():
+    t0 = time.perf_counter()
+    codecache.torch_key()
+    return {"gluon": "triton.experimental.gluon" in sys.modules, "s": time.perf_counter() - t0}
+
+before = "triton.experimental.gluon" in sys.modules
+cold, _ = run_forked(child)
+runtime.warm_before_fork()
+warm, _ = run_forked(child)
+print(json.dumps({"before": before, "cold": cold, "warm": warm}))
+"""
+
+
+def test_the_parent_imports_gluon_and_hashes_torch_before_forking():
+    # A fresh interpreter: this test process may have imported gluon already.
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _WARM_CHECK], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not got["before"] and not got["cold"]["gluon"], got
+    assert got["warm"]["gluon"], got
+    assert got["warm"]["s"] < 0.01 < got["cold"]["s"], got
+
+
 def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):
     import functools
 

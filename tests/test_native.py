@@ -54,6 +54,21 @@ def test_a_built_extension_loads_without_the_build_tools(mod, monkeypatch):
     assert again.__name__ == mod.__name__ and again.__file__ == mod.__file__
 
 
+def test_loading_a_built_extension_does_not_import_the_build_tools(mod):
+    """Importing cpp_extension imports setuptools: a cost every benchmark process that takes
+    the native path would pay. A fresh interpreter, so nothing imported it before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ltx2k.kernels import _native; m = _native.build(); "
+        "print(m.__file__, 'torch.utils.cpp_extension' in sys.modules, 'setuptools' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [mod.__file__, "False", "False"], out.stdout
+
+
 def selected(key: str = "toy-key"):
     """The ``triton`` argument of ``record`` for a launch Triton's in-memory cache holds:
     (a real JITFunction, device 0, its cache key, the CompiledKernel stand-in, debug,
