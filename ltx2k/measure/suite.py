@@ -120,6 +120,12 @@ def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = 
     return timed
 
 
+def forget() -> None:
+    """Drop every prepared clock and gated function of this process (their inputs and
+    CUDA graphs with them): for a process that measures many cells one after another."""
+    _CACHE.clear()
+
+
 def device_seconds(kernel: str, variant: str, shape, cold: bool = True, samples: int = 20) -> float:
     """Median per-launch device time."""
     timed = prepare(kernel, variant, shape, "device_cold" if cold else "device_warm")
