@@ -198,3 +198,111 @@ def test_kernel_duration_skips_a_commit_without_it(bench, monkeypatch):
     monkeypatch.setattr(suite, "METRICS", ("device_cold", "device_warm", "host"))
     with pytest.raises(NotImplementedError, match="'kernel' is not measured at this commit"):
         bench._prepare("split_rope", "kernel", "blocked", "B1_S4_H3_D64")
+
+
+def test_allocations_and_bandwidth_share_one_setup_cache_process(bench):
+    """asv runs one setup_cache per key (module:line of the function): both metrics of both
+    kernels must name the same function, so one process measures them all."""
+    import inspect
+
+    keys = set()
+    for spec in cases.KERNELS.values():
+        suite = getattr(bench, spec.asv_class)
+        for fn in (suite.track_allocations, suite.track_pct_copy_bandwidth):
+            assert fn.setup_cache is bench._measure_shared_tracks
+            keys.add(
+                (inspect.getsourcefile(fn.setup_cache), inspect.getsourcelines(fn.setup_cache)[1])
+            )
+        # the time_* cells keep a process each: asv samples them
+        assert not hasattr(suite.time_device_cold, "setup_cache")
+        assert not hasattr(suite, "setup_cache")
+    assert len(keys) == 1
+
+
+def test_shared_tracks_measure_every_cell_as_its_own_process_would(bench):
+    """Every (metric, kernel, variant, shape) cell is in the one process's result, with the
+    value the per-cell functions give (allocation counts are exact; the interpreter's
+    bandwidth is a wall-time ratio, so only its sign is checked)."""
+    from ltx2k.measure import suite
+
+    measured = bench._measure_shared_tracks()
+    expected = {
+        (metric, kernel, variant, shape.label)
+        for kernel, (variants_, shape_list) in bench._KERNELS.items()
+        for variant in bench._timed_variants(variants_, "allocations")
+        for shape in shape_list
+        for metric in bench.SHARED_TRACKS
+    }
+    assert set(measured) == expected
+    for (metric, kernel, variant, label), (status, value) in measured.items():
+        assert status == "ok", (metric, kernel, variant, label, value)
+        shape = bench._shape(kernel, label)
+        if metric == "allocations":
+            assert value == suite.allocations(kernel, variant, shape), (kernel, variant, label)
+        else:
+            assert value > 0
+        suite_cls = getattr(bench, cases.KERNELS[kernel].asv_class)
+        body = getattr(suite_cls(), f"track_{metric}")
+        bench._track_setup(kernel, metric, measured, variant, label)  # does not raise
+        assert body(measured, variant, label) == value
+
+
+def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
+    """A cell whose measurement raises (a failed correctness gate) fails in its own asv
+    process and no other; a variant this commit lacks skips; a commit without the
+    measurement core skips every cell."""
+    from ltx2k.measure import suite
+
+    real = suite.allocations
+
+    def allocations(kernel, variant, shape):
+        if variant == "slab":
+            raise AssertionError("slab differs from the reference at element 7")
+        if variant == "eager":
+            raise cases.VariantUnavailable("eager is not in this commit")
+        return real(kernel, variant, shape)
+
+    monkeypatch.setattr(suite, "allocations", allocations)
+    monkeypatch.setattr(suite, "pct_copy_bandwidth", lambda kernel, variant, shape: 50.0)
+    measured = bench._measure_shared_tracks()
+    label = shapes.ADA_SHAPES_CPU[0].label
+    assert measured[("allocations", "ada_values9", "slab", label)][0] == "error"
+    with pytest.raises(RuntimeError, match="slab differs from the reference at element 7"):
+        bench._track_setup("ada_values9", "allocations", measured, "slab", label)
+    with pytest.raises(NotImplementedError, match="eager is not in this commit"):
+        bench._track_setup("ada_values9", "allocations", measured, "eager", label)
+    # the same variant's other metric, and every other variant, still have numbers
+    for key in [
+        ("pct_copy_bandwidth", "ada_values9", "slab", label),
+        ("allocations", "ada_values9", "slab_dconst", label),
+        ("allocations", "split_rope", "blocked", shapes.ROPE_SHAPES_CPU[0].label),
+    ]:
+        assert measured[key][0] == "ok", key
+    with pytest.raises(NotImplementedError, match="unavailable at this commit"):
+        bench._track_setup(
+            "ada_values9",
+            "allocations",
+            {"*": ("skip", "ltx2k.measure unavailable at this commit")},
+            "slab",
+            label,
+        )
+    with pytest.raises(NotImplementedError):  # a cell the cache does not know
+        bench._track_setup("ada_values9", "allocations", {}, "slab", label)
+
+
+def test_shared_tracks_drop_each_cells_clocks(bench, monkeypatch):
+    """Every cell's inputs and graphs are released before the next (GBs each at the large
+    GPU shapes): the prepared-clock cache is empty after each cell."""
+    from ltx2k.measure import suite
+
+    sizes = []
+
+    def pct(kernel, variant, shape):
+        sizes.append(len(suite._CACHE))
+        suite.prepare(kernel, variant, shape, "device_cold")  # its gate and clock, cached
+        return 50.0
+
+    monkeypatch.setattr(suite, "allocations", lambda kernel, variant, shape: 1)
+    monkeypatch.setattr(suite, "pct_copy_bandwidth", pct)
+    bench._measure_shared_tracks()
+    assert len(sizes) > 4 and max(sizes) == 0, sizes
