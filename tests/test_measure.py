@@ -229,6 +229,37 @@ def test_host_calibrated_is_one_value_per_process_from_gated_processes():
         suite.host_calibrated("ada_values9", "no_such_variant", shape, processes=1)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_kernel_duration_is_the_same_over_one_graph_or_its_slices():
+    """At a decode shape the cold-L2 rotation (~900 sets) is split over graphs of at most
+    MAX_CALLS_PER_REPLAY calls; one graph over all the sets must time the kernel alike."""
+    from ltx2k.measure import kernel_time
+
+    kernel, variant = "ada_values9", "slab_dconst"
+    shape = cases.find_shape(kernel, "B1_S1_D4096_bf16")
+    spec = cases.KERNELS[kernel]
+    fn = cases.variant_fn(kernel, variant, suite.device_launch(variant))
+
+    def make(i):
+        return spec.make_inputs(shape, "cuda", seed=i)
+
+    sliced = kernel_time.build_clock(fn, make, spec.bytes_moved(shape))
+    assert len(sliced.graphs) > 1 and sliced.launches <= kernel_time.MAX_CALLS_PER_REPLAY
+    n = len(sliced.graphs) * sliced.launches
+    whole = kernel_time.KernelClock(
+        device_time.GraphedCalls(fn, [make(i) for i in range(n)], n, keep_outputs=True)
+    )
+    medians = {}
+    for name, clock in (("whole", whole), ("sliced", sliced), ("whole", whole)):
+        medians.setdefault(name, []).append(
+            statistics.median(device_time.device_times(clock, samples=20))
+        )
+    assert statistics.median(medians["sliced"]) == pytest.approx(
+        statistics.median(medians["whole"]), rel=0.05
+    ), medians
+
+
 class _Span:
     def __init__(self, start):
         self.start = start
@@ -310,6 +341,54 @@ def test_kernel_clock_hands_out_one_replay_per_sample_from_one_session(no_sync):
     per_call = [2 * us * 1e-6 / 4 for us in (1.0, 2.0, 3.0, 4.0)]
     assert got == pytest.approx(per_call)
     assert calls.replays == 6 and clock.kernels_per_call == pytest.approx(0.5)
+
+
+def test_kernel_clock_takes_its_graphs_in_turn_one_per_sample(no_sync):
+    """A cold-L2 rotation split over several graphs: sample i replays graph i mod n, so a
+    set comes back only after every other graph's sets have run."""
+    from ltx2k.measure import kernel_time
+
+    graphs = [_Replays(kernels=4) for _ in range(3)]
+    events = []
+
+    class Prof:
+        def events(self):
+            return list(events)
+
+    import contextlib
+
+    @contextlib.contextmanager
+    def profile():
+        events.clear()
+        for g in graphs:
+            g.events = events  # every graph records into the one session
+        yield Prof()
+
+    clock = kernel_time.KernelClock(graphs, profile=profile, batch=4)
+    for _ in range(7):
+        clock.run()
+    # two sessions of 4: graphs 0 1 2 0, then 1 2 0 1
+    assert [g.replays for g in graphs] == [3, 3, 2]
+    assert clock.kernels_per_call == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="equally many calls"):
+        uneven = _Replays()
+        uneven.launches = 5
+        kernel_time.KernelClock([_Replays(), uneven], profile=profile)
+    with pytest.raises(ValueError, match="equally many calls"):
+        kernel_time.KernelClock([], profile=profile)
+
+
+@pytest.mark.parametrize("sets", [1, 2, 12, 63, 64, 65, 128, 855, 2048])
+def test_kernel_time_slices_cover_every_set_in_equal_graphs_of_at_most_the_cap(sets):
+    from ltx2k.measure import kernel_time
+
+    graphs, per = kernel_time.slices(sets)
+    cap = kernel_time.MAX_CALLS_PER_REPLAY
+    assert per <= cap and graphs * per >= sets
+    assert graphs * per - sets < graphs  # at most one extra set per graph
+    assert graphs == -(-sets // cap)  # no more graphs than the cap requires
+    with pytest.raises(ValueError, match="must be >= 1"):
+        kernel_time.slices(0)
 
 
 def test_kernel_clock_refuses_an_empty_or_uneven_session(no_sync):

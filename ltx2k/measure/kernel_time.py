@@ -7,11 +7,19 @@ per-launch time measures the graph's launch throughput more than the kernel:
 a kernel that gets a few percent longer there barely moves it. CUPTI times
 each kernel from its start to its end on the GPU, with no gaps.
 
-Method: the same captured graph of R calls over rotating inputs (cold L2) as
-the device time, replayed under ``torch.profiler`` with CUDA activity, which
+Method: calls over rotating inputs (cold L2) as for the device time, captured
+in CUDA graphs and replayed under ``torch.profiler`` with CUDA activity, which
 reads CUPTI's kernel records; each replay's kernel durations are summed and
-divided by R. A call that launches several kernels (eager, torch.compile) counts all
-of them. :class:`KernelClock` is an asv ``timer`` like ``DeviceClock``.
+divided by its calls. A call that launches several kernels (eager,
+torch.compile) counts all of them. :class:`KernelClock` is an asv ``timer``
+like ``DeviceClock``.
+
+The rotation is split over several graphs of at most ``MAX_CALLS_PER_REPLAY``
+calls, replayed in turn, one per sample. A set is reused only after every
+other graph has run, so it is as cold as in one graph over all sets, but a
+sample records tens of kernels instead of hundreds: at decode shapes, where
+3x the L2 is ~900 input sets, a profiled process spent over a second on the
+kernel records of 20 full rotations (``tools/experiments/process_cost.py``).
 
 ``torch.profiler`` rather than ``cupti-python``: it ships with torch, so an
 offline GPU runner needs nothing more, and its kernel records are CUPTI's.
@@ -19,7 +27,8 @@ offline GPU runner needs nothing more, and its kernel records are CUPTI's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ltx2k.measure import device_time
@@ -31,6 +40,9 @@ _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset", "Sync")
 # Replays per profiler session: asv takes at most 20 samples per process
 # (benchmarks/bench_kernels.py, ``repeat``), so one session serves a process.
 SAMPLES_PER_SESSION = 20
+# Calls per graph (one sample). 64 calls of a ~1.5 us decode kernel are ~100 us
+# of kernel time per sample, far above CUPTI's ~ns timestamp resolution.
+MAX_CALLS_PER_REPLAY = 64
 
 
 def kernel_records(events: Iterable[Any]) -> list[tuple[float, float]]:
@@ -58,7 +70,8 @@ class KernelClock:
     """An asv ``timer`` reading accumulated kernel seconds per call.
 
     Each :meth:`run` is one sample: one graph replay's kernel seconds, divided
-    by the calls in it; ``timer()`` returns the running total, so ``t1 - t0``
+    by the calls in it (the graphs of *calls* in turn, a sample each; one graph
+    does too); ``timer()`` returns the running total, so ``t1 - t0``
     covers exactly the samples in between. Opening a profiler session costs
     tens of milliseconds, so one session records ``batch`` replays and
     :meth:`run` hands them out one per sample: the kernel records of a
@@ -70,7 +83,7 @@ class KernelClock:
 
     def __init__(
         self,
-        calls: device_time.GraphedCalls,
+        calls: device_time.GraphedCalls | Sequence[device_time.GraphedCalls],
         profile: Callable | None = None,
         batch: int = SAMPLES_PER_SESSION,
     ):
@@ -83,7 +96,13 @@ class KernelClock:
 
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
-        self.calls = calls
+        # Graphs replayed in turn, one per sample; all of one size, so that a session's
+        # records split evenly into its replays.
+        self.graphs = list(calls) if isinstance(calls, Sequence) else [calls]
+        if not self.graphs or len({g.launches for g in self.graphs}) != 1:
+            raise ValueError("calls must be one or more graphs of equally many calls")
+        self.launches = self.graphs[0].launches
+        self._next = 0
         self._profile = profile
         self._batch = batch
         self._ready: list[float] = []  # per-call seconds of replays recorded, not yet handed out
@@ -95,7 +114,8 @@ class KernelClock:
 
         with self._profile() as prof:
             for _ in range(self._batch):
-                self.calls.replay()
+                self.graphs[self._next].replay()
+                self._next = (self._next + 1) % len(self.graphs)
             torch.cuda.synchronize()
         records = kernel_records(prof.events())
         if not records:
@@ -107,10 +127,10 @@ class KernelClock:
                 f"{len(records)} kernel records do not split into {self._batch} equal replays"
             )
         per_replay = len(records) // self._batch
-        self.kernels_per_call = per_replay / self.calls.launches
+        self.kernels_per_call = per_replay / self.launches
         for i in range(self._batch):
             chunk = records[i * per_replay : (i + 1) * per_replay]
-            self._ready.append(sum(d for _, d in chunk) / self.calls.launches)
+            self._ready.append(sum(d for _, d in chunk) / self.launches)
         self._ready.reverse()  # pop() hands them out in replay order
 
     def run(self) -> None:
@@ -122,8 +142,22 @@ class KernelClock:
         return self._total
 
 
+def slices(sets: int, max_calls: int = MAX_CALLS_PER_REPLAY) -> tuple[int, int]:
+    """(graphs, calls per graph) covering at least *sets* argument sets, equal-sized."""
+    if sets < 1 or max_calls < 1:
+        raise ValueError(f"sets and max_calls must be >= 1, got {sets}, {max_calls}")
+    graphs = math.ceil(sets / max_calls)
+    return graphs, math.ceil(sets / graphs)
+
+
 def build_clock(fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int) -> KernelClock:
     """A KernelClock over ``fn`` with cold-L2 argument sets ``make_args(i)``."""
     n = device_time.rotation_sets(bytes_per_set, True, device_time.l2_bytes())
-    arg_sets = [make_args(i) for i in range(n)]
-    return KernelClock(device_time.GraphedCalls(fn, arg_sets, n, keep_outputs=True))
+    graphs, per = slices(n)
+    arg_sets = [make_args(i) for i in range(graphs * per)]
+    return KernelClock(
+        [
+            device_time.GraphedCalls(fn, arg_sets[g * per : (g + 1) * per], per, keep_outputs=True)
+            for g in range(graphs)
+        ]
+    )
