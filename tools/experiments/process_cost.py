@@ -7,7 +7,7 @@ forking) for one cell of each kind of benchmark, and times, inside the forked
 child, the benchmark's ``setup`` (CUDA context, first kernel call, inputs,
 correctness gate, graph capture) and its samples (20, as the suite's
 ``repeat`` allows at most), plus the fork-to-reap wall time (which includes
-tearing the context down). With ``--profile`` each child also runs under
+tearing the context down). With ``--profile`` the last child of each cell runs under
 cProfile and prints its most expensive calls (cumulative seconds).
 
 Usage: python tools/experiments/process_cost.py [--profile N] [--json OUT]
