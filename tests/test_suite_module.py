@@ -26,6 +26,14 @@ def bench():
     return mod
 
 
+def _imported_on_gpu(bench) -> bool:
+    """Whether the suite module decided, at import, that it runs on a GPU (its parameter
+    lists are fixed then; the ``on_gpu`` fixture patches only the later decisions)."""
+    return [s.label for s in bench._KERNELS["split_rope"][1]] == [
+        s.label for s in shapes.ROPE_SHAPES
+    ]
+
+
 @pytest.fixture
 def on_gpu(bench, monkeypatch):
     monkeypatch.setattr(bench, "ON_GPU", True)
@@ -96,12 +104,18 @@ def test_compiled_peer_is_gpu_only(bench, monkeypatch):
 
 
 def test_params_are_the_working_tree_lists(bench):
+    # the lists of this machine's kind, fixed at import: a GPU's or the interpreter's
+    rope, ada = (
+        (shapes.ROPE_SHAPES, shapes.ADA_SHAPES)
+        if _imported_on_gpu(bench)
+        else (shapes.ROPE_SHAPES_CPU, shapes.ADA_SHAPES_CPU)
+    )
     names, labels = bench.SplitRope.params
     assert names == list(variants.ROPE_VARIANTS)
-    assert labels == [s.label for s in shapes.ROPE_SHAPES_CPU]  # this machine has no GPU
+    assert labels == [s.label for s in rope]
     names, labels = bench.AdaValues9.params
     assert names == list(variants.ADA_VARIANTS)
-    assert labels == [s.label for s in shapes.ADA_SHAPES_CPU]
+    assert labels == [s.label for s in ada]
 
 
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("4", "4")])
@@ -130,9 +144,11 @@ def test_calibrated_host_latency_times_only_the_default_variant_at_host_bound_sh
         suite = getattr(on_gpu, spec.asv_class)
         fn = suite.track_host_calibrated
         assert fn.param_names == ["variant", "shape"]
-        # params are fixed at import: on this CPU machine, the CPU shapes
+        # params are fixed at import: on a GPU the host-bound shapes, in the interpreter
+        # its own shapes
         assert fn.params[0] == [variants.DEFAULT_VARIANT[kernel]]
-        assert fn.params[1] == [s.label for s in spec.cpu_shapes]
+        expected = shapes.HOST_BOUND_SHAPES[kernel] if _imported_on_gpu(on_gpu) else spec.cpu_shapes
+        assert fn.params[1] == [s.label for s in expected]
         assert set(shapes.HOST_BOUND_SHAPES[kernel]) <= set(spec.gpu_shapes)
         assert fn.unit == "torch.add calls"
 
@@ -168,8 +184,10 @@ def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
     for kernel, spec in cases.KERNELS.items():
         fn = getattr(bench, spec.asv_class).time_kernel
         assert fn.param_names == ["variant", "shape"]
-        # every variant but the torch.compile peer, which this CPU machine does not time
-        assert fn.params[0] == [v for v in spec.variants if v != "compiled"]
+        # every variant; the torch.compile peer on GPUs only
+        assert fn.params[0] == [
+            v for v in spec.variants if v != "compiled" or _imported_on_gpu(bench)
+        ]
         assert set(shapes.KERNEL_TIME_SHAPES[kernel]) <= set(spec.gpu_shapes)
         # a decode shape (below the graph floor) and one the device time must agree at
         assert any(
@@ -265,7 +283,8 @@ def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
     monkeypatch.setattr(suite, "allocations", allocations)
     monkeypatch.setattr(suite, "pct_copy_bandwidth", lambda kernel, variant, shape: 50.0)
     measured = bench._measure_shared_tracks()
-    label = shapes.ADA_SHAPES_CPU[0].label
+    label = bench._KERNELS["ada_values9"][1][0].label  # this machine's shapes (GPU or CPU)
+    rope_label = bench._KERNELS["split_rope"][1][0].label
     assert measured[("allocations", "ada_values9", "slab", label)][0] == "error"
     with pytest.raises(RuntimeError, match="slab differs from the reference at element 7"):
         bench._track_setup("ada_values9", "allocations", measured, "slab", label)
@@ -275,7 +294,7 @@ def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
     for key in [
         ("pct_copy_bandwidth", "ada_values9", "slab", label),
         ("allocations", "ada_values9", "slab_dconst", label),
-        ("allocations", "split_rope", "blocked", shapes.ROPE_SHAPES_CPU[0].label),
+        ("allocations", "split_rope", "blocked", rope_label),
     ]:
         assert measured[key][0] == "ok", key
     with pytest.raises(NotImplementedError, match="unavailable at this commit"):
