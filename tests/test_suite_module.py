@@ -325,3 +325,35 @@ def test_shared_tracks_drop_each_cells_clocks(bench, monkeypatch):
     monkeypatch.setattr(suite, "pct_copy_bandwidth", pct)
     bench._measure_shared_tracks()
     assert len(sizes) > 4 and max(sizes) == 0, sizes
+
+
+@pytest.mark.parametrize(
+    "argv, listing",
+    [
+        (["/x/asv/benchmark.py", "discover", "benchmarks", "out.json"], True),
+        (["/x/asv/benchmark.py", "check", "benchmarks"], True),
+        (["/x/asv/benchmark.py", "run_server", "benchmarks", "sock"], False),
+        (["/x/pytest", "discover"], False),
+    ],
+)
+def test_asv_listing_the_benchmarks_skips_the_warm_imports(argv, listing):
+    """asv's discover and check processes run no benchmark: the suite module imports
+    neither the kernels nor inductor there; its forkserver (run_server) does."""
+    import json
+    import subprocess
+    import sys
+
+    path = str(ROOT / "benchmarks" / "bench_kernels.py")
+    code = (
+        "import importlib.util, json, sys\n"
+        f"sys.argv = {argv!r}\n"
+        f"spec = importlib.util.spec_from_file_location('b', {path!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(json.dumps([m._listing_only(), 'ltx2k.kernels.rope' in sys.modules,"
+        " len(m.SplitRope.params[1])]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got[:2] == [listing, not listing]
+    assert got[2] > 0  # the parameters are there either way
