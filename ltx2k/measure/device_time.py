@@ -49,6 +49,14 @@ def rotation_sets(bytes_per_set: int, cold: bool, l2: int) -> int:
     return n
 
 
+def argument_sets(make_sets: Callable[[int], Sequence[tuple]], n: int) -> list[tuple]:
+    """``make_sets(n)`` as a list, checked to hold n sets."""
+    sets = list(make_sets(n))
+    if len(sets) != n:
+        raise ValueError(f"make_sets({n}) returned {len(sets)} argument sets")
+    return sets
+
+
 class GraphedCalls:
     """R calls of ``fn`` over rotating argument sets, captured as one CUDA graph."""
 
@@ -126,11 +134,11 @@ class DeviceClock:
 
 
 def build_clock(
-    fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int, cold: bool
+    fn: Callable, make_sets: Callable[[int], Sequence[tuple]], bytes_per_set: int, cold: bool
 ) -> DeviceClock:
-    """A DeviceClock over ``fn`` with fresh argument sets ``make_args(i)``."""
+    """A DeviceClock over ``fn`` with ``make_sets(n)``, n fresh argument sets."""
     n = rotation_sets(bytes_per_set, cold, l2_bytes())
-    arg_sets = [make_args(i) for i in range(n)]
+    arg_sets = argument_sets(make_sets, n)
     # Enough launches per replay that one replay is >> event resolution (~0.5 us).
     launches = max(n, 64 if not cold else n)
     return DeviceClock(GraphedCalls(fn, arg_sets, launches, keep_outputs=cold))

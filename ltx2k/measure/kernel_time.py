@@ -150,11 +150,13 @@ def slices(sets: int, max_calls: int = MAX_CALLS_PER_REPLAY) -> tuple[int, int]:
     return graphs, math.ceil(sets / graphs)
 
 
-def build_clock(fn: Callable, make_args: Callable[[int], tuple], bytes_per_set: int) -> KernelClock:
-    """A KernelClock over ``fn`` with cold-L2 argument sets ``make_args(i)``."""
+def build_clock(
+    fn: Callable, make_sets: Callable[[int], Sequence[tuple]], bytes_per_set: int
+) -> KernelClock:
+    """A KernelClock over ``fn`` with cold-L2 argument sets ``make_sets(n)``."""
     n = device_time.rotation_sets(bytes_per_set, True, device_time.l2_bytes())
     graphs, per = slices(n)
-    arg_sets = [make_args(i) for i in range(graphs * per)]
+    arg_sets = device_time.argument_sets(make_sets, graphs * per)
     return KernelClock(
         [
             device_time.GraphedCalls(fn, arg_sets[g * per : (g + 1) * per], per, keep_outputs=True)

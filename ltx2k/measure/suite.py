@@ -61,6 +61,10 @@ def _args(kernel: str, shape, seed: int = 0):
     )
 
 
+def _input_sets(kernel: str, shape, count: int) -> list[tuple]:
+    return cases.input_sets(kernel, shape, runtime.device(), count)
+
+
 def _gated_fn(kernel: str, variant: str, shape, launch: str = "auto") -> Callable:
     key = ("gate", kernel, variant, launch, shape.label)
     if key not in _CACHE:
@@ -104,7 +108,7 @@ def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = 
     elif metric == "kernel" and on_gpu:
         spec = cases.KERNELS[kernel]
         clock = kernel_time.build_clock(
-            fn, lambda i: _args(kernel, shape, seed=i), spec.bytes_moved(shape)
+            fn, functools.partial(_input_sets, kernel, shape), spec.bytes_moved(shape)
         )
         timed = Timed(run=clock.run, timer=clock)
     else:  # device time; in the interpreter, kernel duration too: both are its wall time
@@ -112,7 +116,7 @@ def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = 
         spec = cases.KERNELS[kernel]
         if on_gpu:
             clock = device_time.build_clock(
-                fn, lambda i: _args(kernel, shape, seed=i), spec.bytes_moved(shape), cold
+                fn, functools.partial(_input_sets, kernel, shape), spec.bytes_moved(shape), cold
             )
         else:
             clock = device_time.WallClock(fn, [_args(kernel, shape, seed=i) for i in range(2)])

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"{name} is not bit-exact at {shape.label}: not timed")
         clocks[name] = device_time.build_clock(
             fn,
-            lambda i: cases.ada_inputs(shape, "cuda", seed=i),
+            lambda n: cases.input_sets("ada_values9", shape, "cuda", n),
             spec.bytes_moved(shape),
             cold=True,
         )

@@ -148,15 +148,11 @@ def sweep(kernel: str, shape, metric: str, rounds: int, samples: int) -> dict:
         if not ok:
             wrong.append(name)  # never timed: a number needs a correct kernel
             continue
-        make = functools.partial(spec.make_inputs, shape, dev)
+        make = functools.partial(cases.input_sets, kernel, shape, dev)
         if metric == "kernel":
-            clocks[name] = kernel_time.build_clock(
-                fn, lambda i, m=make: m(seed=i), spec.bytes_moved(shape)
-            )
+            clocks[name] = kernel_time.build_clock(fn, make, spec.bytes_moved(shape))
         else:
-            clocks[name] = device_time.build_clock(
-                fn, lambda i, m=make: m(seed=i), spec.bytes_moved(shape), cold=True
-            )
+            clocks[name] = device_time.build_clock(fn, make, spec.bytes_moved(shape), cold=True)
     times: dict[str, list[float]] = {n: [] for n in clocks}
     for _ in range(rounds):  # interleaved: every candidate sees the same drift
         for name, clock in clocks.items():
