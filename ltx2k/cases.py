@@ -37,49 +37,41 @@ def _generator(device, seed: int, exact: bool) -> torch.Generator:
 
 
 def rope_inputs(
-    shape: shapes.RopeShape,
-    device,
-    seed: int = 0,
-    exact: bool = False,
-    transposed: bool = True,
-    lead: tuple[int, ...] = (),
+    shape: shapes.RopeShape, device, seed: int = 0, exact: bool = False, transposed: bool = True
 ):
     """(x, cos, sin) for one shape. ``transposed`` builds cos/sin as [B,S,H,D/2].transpose(1,2),
-    the layout LTX-2 produces, so the kernels' stride handling is always exercised.
-    ``lead``: leading dimensions of many sets drawn at once (``input_sets``)."""
+    the layout LTX-2 produces, so the kernels' stride handling is always exercised."""
     B, S, H, D = shape.B, shape.S, shape.H, shape.D
     gen = _generator(device, seed, exact)
-    cs_shape = (*lead, *((B, S, H, D // 2) if transposed else (B, H, S, D // 2)))
+    cs_shape = (B, S, H, D // 2) if transposed else (B, H, S, D // 2)
     if exact:
         pw = torch.tensor([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0])
-        x = _exact_values((*lead, B, S, H * D), -16, 16, gen)
+        x = _exact_values((B, S, H * D), -16, 16, gen)
         cos = pw[torch.randint(0, 6, cs_shape, generator=gen)].to(torch.bfloat16)
         sin = pw[torch.randint(0, 6, cs_shape, generator=gen)].to(torch.bfloat16)
     else:
         dev = gen.device
-        x = torch.randn((*lead, B, S, H * D), generator=gen, device=dev).to(torch.bfloat16)
+        x = torch.randn((B, S, H * D), generator=gen, device=dev).to(torch.bfloat16)
         ang = torch.rand(cs_shape, generator=gen, device=dev) * 6.2831853
         cos, sin = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
     x, cos, sin = (t.to(device) for t in (x, cos, sin))
-    if transposed:  # S and H, counted from the end: the leading dimensions stay in front
-        cos, sin = cos.transpose(-3, -2), sin.transpose(-3, -2)
+    if transposed:
+        cos, sin = cos.transpose(1, 2), sin.transpose(1, 2)
     return x, cos, sin
 
 
-def ada_inputs(
-    shape: shapes.AdaShape, device, seed: int = 0, exact: bool = False, lead: tuple[int, ...] = ()
-):
-    """(scale_shift_table, timestep) for one shape; ``lead`` as for ``rope_inputs``."""
+def ada_inputs(shape: shapes.AdaShape, device, seed: int = 0, exact: bool = False):
+    """(scale_shift_table, timestep) for one shape."""
     B, S, D = shape.B, shape.S, shape.D
     gen = _generator(device, seed, exact)
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[shape.table_dtype]
     if exact:
-        table = _exact_values((*lead, 9, D), -16, 16, gen, scale=0.5).to(tdtype)
-        ts = _exact_values((*lead, B, S, 9 * D), -16, 16, gen)
+        table = _exact_values((9, D), -16, 16, gen, scale=0.5).to(tdtype)
+        ts = _exact_values((B, S, 9 * D), -16, 16, gen)
     else:
         dev = gen.device
-        table = (torch.randn((*lead, 9, D), generator=gen, device=dev) / D**0.5).to(tdtype)
-        ts = torch.randn((*lead, B, S, 9 * D), generator=gen, device=dev).to(torch.bfloat16)
+        table = (torch.randn((9, D), generator=gen, device=dev) / D**0.5).to(tdtype)
+        ts = torch.randn((B, S, 9 * D), generator=gen, device=dev).to(torch.bfloat16)
     return table.to(device), ts.to(device)
 
 
@@ -136,35 +128,18 @@ KERNELS: dict[str, KernelSpec] = {
 }
 
 
-# Sets up to this size are drawn many at once by ``input_sets``; larger ones one by one
-# (there are few of them, and one draw would hold every set's fp32 values at once).
-BATCHED_SET_BYTES = 16 << 20
-# Each set's tensors must start where a fresh allocation of them could: Triton
-# specializes a kernel on its pointers' 16-byte alignment.
-SET_ALIGNMENT = 16
-
-
 def input_sets(kernel: str, shape, device, count: int, seed: int = 0) -> list[tuple]:
-    """*count* independent argument sets of *kernel* at *shape*, for a cold-L2 rotation.
+    """*count* independent argument sets of *kernel* at *shape* (seeds seed, seed + 1, ...),
+    for a cold-L2 rotation.
 
-    Small sets are drawn with one random draw per tensor for all of them (set i
-    is index i of each tensor: the same sizes, strides and alignment as a set of
-    its own): at decode shapes a rotation is ~900 sets, and drawing them one by
-    one (a generator and two or three kernels each) cost a benchmark process
-    ~0.3 s on the H200. The values are random either way; the clocks time
-    addresses, not values.
+    Each set is drawn and allocated on its own: that is how the stored history was
+    measured. Drawing small sets many at once, as slices of one allocation, was cheaper but
+    moved cold device time at decode shapes (docs/measurement.md, "Suite cost").
     """
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    spec = KERNELS[kernel]
-    one = spec.make_inputs(shape, device, seed=seed)
-    if count == 1:
-        return [one]
-    nbytes = [t.numel() * t.element_size() for t in one]
-    if sum(nbytes) > BATCHED_SET_BYTES or any(n % SET_ALIGNMENT for n in nbytes):
-        return [one] + [spec.make_inputs(shape, device, seed=seed + i) for i in range(1, count)]
-    many = spec.make_inputs(shape, device, seed=seed, lead=(count,))
-    return [tuple(t[i] for t in many) for i in range(count)]
+    make = KERNELS[kernel].make_inputs
+    return [make(shape, device, seed=seed + i) for i in range(count)]
 
 
 class VariantUnavailable(NotImplementedError):

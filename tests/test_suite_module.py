@@ -218,111 +218,90 @@ def test_kernel_duration_skips_a_commit_without_it(bench, monkeypatch):
         bench._prepare("split_rope", "kernel", "blocked", "B1_S4_H3_D64")
 
 
-def test_allocations_and_bandwidth_share_one_setup_cache_process(bench):
-    """asv runs one setup_cache per key (module:line of the function): both metrics of both
-    kernels must name the same function, so one process measures them all."""
+def test_allocation_counts_share_one_setup_cache_process(bench):
+    """asv runs one setup_cache per key (module:line of the function): both kernels'
+    allocation counts must name the same function, so one process counts them all. The
+    timed metrics keep a process per cell."""
     import inspect
 
     keys = set()
     for spec in cases.KERNELS.values():
         suite = getattr(bench, spec.asv_class)
-        for fn in (suite.track_allocations, suite.track_pct_copy_bandwidth):
-            assert fn.setup_cache is bench._measure_shared_tracks
-            keys.add(
-                (inspect.getsourcefile(fn.setup_cache), inspect.getsourcelines(fn.setup_cache)[1])
-            )
-        # the time_* cells keep a process each: asv samples them
-        assert not hasattr(suite.time_device_cold, "setup_cache")
+        fn = suite.track_allocations
+        assert fn.setup_cache is bench._measure_shared_tracks
+        keys.add((inspect.getsourcefile(fn.setup_cache), inspect.getsourcelines(fn.setup_cache)[1]))
+        for timed in (suite.time_device_cold, suite.track_pct_copy_bandwidth):
+            assert not hasattr(timed, "setup_cache")
         assert not hasattr(suite, "setup_cache")
-    assert len(keys) == 1
+    assert len(keys) == 1 and bench.SHARED_TRACKS == ("allocations",)
 
 
-def test_shared_tracks_measure_every_cell_as_its_own_process_would(bench):
-    """Every (metric, kernel, variant, shape) cell is in the one process's result, with the
-    value the per-cell functions give (allocation counts are exact; the interpreter's
-    bandwidth is a wall-time ratio, so only its sign is checked)."""
+def test_shared_counts_are_every_cells_count_as_its_own_process_gives(bench):
     from ltx2k.measure import suite
 
     measured = bench._measure_shared_tracks()
     expected = {
-        (metric, kernel, variant, shape.label)
+        ("allocations", kernel, variant, shape.label)
         for kernel, (variants_, shape_list) in bench._KERNELS.items()
         for variant in bench._timed_variants(variants_, "allocations")
         for shape in shape_list
-        for metric in bench.SHARED_TRACKS
     }
     assert set(measured) == expected
     for (metric, kernel, variant, label), (status, value) in measured.items():
-        assert status == "ok", (metric, kernel, variant, label, value)
-        shape = bench._shape(kernel, label)
-        if metric == "allocations":
-            assert value == suite.allocations(kernel, variant, shape), (kernel, variant, label)
-        else:
-            assert value > 0
+        assert status == "ok", (kernel, variant, label, value)
+        assert value == suite.allocations(kernel, variant, bench._shape(kernel, label))
         suite_cls = getattr(bench, cases.KERNELS[kernel].asv_class)
-        body = getattr(suite_cls(), f"track_{metric}")
-        bench._track_setup(kernel, metric, measured, variant, label)  # does not raise
-        assert body(measured, variant, label) == value
+        bench._shared_track_setup(kernel, metric, measured, variant, label)  # does not raise
+        assert suite_cls().track_allocations(measured, variant, label) == value
 
 
 def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
-    """A cell whose measurement raises (a failed correctness gate) fails in its own asv
-    process and no other; a variant this commit lacks skips; a commit without the
-    measurement core skips every cell."""
+    """A cell whose count raises (a failed correctness gate) fails in its own asv process
+    and no other; a variant this commit lacks skips; a commit without the measurement
+    core skips every cell."""
     from ltx2k.measure import suite
-
-    real = suite.allocations
 
     def allocations(kernel, variant, shape):
         if variant == "slab":
             raise AssertionError("slab differs from the reference at element 7")
         if variant == "eager":
             raise cases.VariantUnavailable("eager is not in this commit")
-        return real(kernel, variant, shape)
+        return 1
 
     monkeypatch.setattr(suite, "allocations", allocations)
-    monkeypatch.setattr(suite, "pct_copy_bandwidth", lambda kernel, variant, shape: 50.0)
     measured = bench._measure_shared_tracks()
     label = bench._KERNELS["ada_values9"][1][0].label  # this machine's shapes (GPU or CPU)
     rope_label = bench._KERNELS["split_rope"][1][0].label
     assert measured[("allocations", "ada_values9", "slab", label)][0] == "error"
     with pytest.raises(RuntimeError, match="slab differs from the reference at element 7"):
-        bench._track_setup("ada_values9", "allocations", measured, "slab", label)
+        bench._shared_track_setup("ada_values9", "allocations", measured, "slab", label)
     with pytest.raises(NotImplementedError, match="eager is not in this commit"):
-        bench._track_setup("ada_values9", "allocations", measured, "eager", label)
-    # the same variant's other metric, and every other variant, still have numbers
+        bench._shared_track_setup("ada_values9", "allocations", measured, "eager", label)
     for key in [
-        ("pct_copy_bandwidth", "ada_values9", "slab", label),
         ("allocations", "ada_values9", "slab_dconst", label),
         ("allocations", "split_rope", "blocked", rope_label),
     ]:
-        assert measured[key][0] == "ok", key
+        assert measured[key] == ("ok", 1), key
+    gone = {"*": ("skip", "ltx2k.measure unavailable at this commit")}
     with pytest.raises(NotImplementedError, match="unavailable at this commit"):
-        bench._track_setup(
-            "ada_values9",
-            "allocations",
-            {"*": ("skip", "ltx2k.measure unavailable at this commit")},
-            "slab",
-            label,
-        )
+        bench._shared_track_setup("ada_values9", "allocations", gone, "slab", label)
     with pytest.raises(NotImplementedError):  # a cell the cache does not know
-        bench._track_setup("ada_values9", "allocations", {}, "slab", label)
+        bench._shared_track_setup("ada_values9", "allocations", {}, "slab", label)
 
 
-def test_shared_tracks_drop_each_cells_clocks(bench, monkeypatch):
-    """Every cell's inputs and graphs are released before the next (GBs each at the large
-    GPU shapes): the prepared-clock cache is empty after each cell."""
+def test_shared_counts_drop_each_cells_prepared_state(bench, monkeypatch):
+    """What a cell prepared (gated functions, clocks with GBs of inputs at the large GPU
+    shapes) is released before the next: the prepared cache is empty at each cell."""
     from ltx2k.measure import suite
 
     sizes = []
 
-    def pct(kernel, variant, shape):
+    def allocations(kernel, variant, shape):
         sizes.append(len(suite._CACHE))
         suite.prepare(kernel, variant, shape, "device_cold")  # its gate and clock, cached
-        return 50.0
+        return 1
 
-    monkeypatch.setattr(suite, "allocations", lambda kernel, variant, shape: 1)
-    monkeypatch.setattr(suite, "pct_copy_bandwidth", pct)
+    monkeypatch.setattr(suite, "allocations", allocations)
     bench._measure_shared_tracks()
     assert len(sizes) > 4 and max(sizes) == 0, sizes
 
@@ -357,3 +336,46 @@ def test_asv_listing_the_benchmarks_skips_the_warm_imports(argv, listing):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got[:2] == [listing, not listing]
     assert got[2] > 0  # the parameters are there either way
+
+
+# The version asv computes for each benchmark (a hash of its source, or its pinned
+# ``version``). asv publish hides every result of another version, so a change here
+# hides that benchmark's whole history: pin the old version in
+# bench_kernels.PINNED_VERSIONS when what it measures is unchanged, or update this table
+# when it truly measures something else (and say so in docs/measurement.md).
+VERSIONS = {
+    "time_device_cold": "09ebbd6848574343",
+    "time_device_warm": "7c96f2bb69c88d91",
+    "time_host_latency": "f0a57381cd286b85",
+    "time_host_launch": "e151854df8f30a23",
+    "time_kernel": "623a28fc747030a9",
+    "track_allocations": "c83aa27d7abe5bb2",
+    "track_host_calibrated": "0a48f240bd1c4ac7",
+    "track_pct_copy_bandwidth": "958f9e4fe1b72a4d",
+}
+
+
+def test_benchmark_versions_keep_the_history_on_asvs_pages(tmp_path):
+    """asv's own discovery (the process `asv run` starts) gives every benchmark of both
+    kernels the version its stored history has."""
+    import json
+    import subprocess
+    import sys
+
+    import asv
+
+    script = Path(asv.__file__).parent / "benchmark.py"
+    out = tmp_path / "benchmarks.json"
+    got = subprocess.run(
+        [sys.executable, str(script), "discover", str(ROOT / "benchmarks"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    versions = {b["name"]: b["version"][:16] for b in json.loads(out.read_text())}
+    assert versions == {
+        f"bench_kernels.{spec.asv_class}.{name}": version
+        for spec in cases.KERNELS.values()
+        for name, version in VERSIONS.items()
+    }
