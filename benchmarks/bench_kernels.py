@@ -233,11 +233,11 @@ def _prepare(kernel, metric, variant, shape, launch=None):
 # Allocations per call is an exact count: it does not depend on the process that
 # counts it. One asv setup_cache process counts every cell of both kernels, each
 # behind the same correctness gate; each cell's own process only reads its value.
-# A benchmark process costs about half a second on the H200 (CUDA context, kernel
-# load), so this spares ~50 of them per commit. Timed metrics keep a process per
-# cell: cold device time at small shapes moved by up to 20% when measured in one
-# shared process (where each cell's input sets land in memory depends on what
-# the process allocated before; docs/measurement.md, "Suite cost").
+# A benchmark process costs a CUDA context and a kernel load, so this spares one
+# per allocation cell. Timed metrics keep a process per cell: measured in one
+# shared process, cold device time at small shapes moved (where each cell's input
+# sets land in memory depends on what the process allocated before;
+# docs/measurement.md, "Suite cost").
 SHARED_TRACKS = ("allocations",)
 
 

@@ -147,8 +147,8 @@ def build(verbose: bool = False):
         # The name hashes the source, torch and Python, so a built module is the right
         # one: load it directly. cpp_extension.load would run ninja and the compiler
         # checks again (subprocesses) in every process that takes the native path, and
-        # importing cpp_extension (it imports setuptools) alone cost 0.35 s per process
-        # on the H200.
+        # importing cpp_extension (it imports setuptools) alone is a third of a second
+        # per process (docs/measurement.md, "Suite cost").
         module = _load_built(name, built)
     else:
         from torch.utils import cpp_extension

@@ -17,9 +17,10 @@ like ``DeviceClock``.
 The rotation is split over several graphs of at most ``MAX_CALLS_PER_REPLAY``
 calls, replayed in turn, one per sample. A set is reused only after every
 other graph has run, so it is as cold as in one graph over all sets, but a
-sample records tens of kernels instead of hundreds: at decode shapes, where
-3x the L2 is ~900 input sets, a profiled process spent over a second on the
-kernel records of 20 full rotations (``tools/experiments/process_cost.py``).
+sample records tens of kernels instead of hundreds: at decode shapes 3x the
+L2 is hundreds of input sets, and the kernel records of 20 full rotations
+cost a benchmark process more than all the rest of its work
+(``tools/experiments/process_cost.py``; docs/measurement.md, "Suite cost").
 
 ``torch.profiler`` rather than ``cupti-python``: it ships with torch, so an
 offline GPU runner needs nothing more, and its kernel records are CUPTI's.
@@ -40,8 +41,8 @@ _NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset", "Sync")
 # Replays per profiler session: asv takes at most 20 samples per process
 # (benchmarks/bench_kernels.py, ``repeat``), so one session serves a process.
 SAMPLES_PER_SESSION = 20
-# Calls per graph (one sample). 64 calls of a ~1.5 us decode kernel are ~100 us
-# of kernel time per sample, far above CUPTI's ~ns timestamp resolution.
+# Calls per graph (one sample): even at decode shapes, 64 calls are tens of
+# microseconds of kernel time per sample, far above CUPTI's timestamp resolution.
 MAX_CALLS_PER_REPLAY = 64
 
 
