@@ -310,7 +310,9 @@ def test_first_screen_names_the_a100_step_and_colours_it_there_only(site, base_u
         assert other.evaluate("td => getComputedStyle(td).backgroundColor") != red
     # The status line's link brings the flagged cell (and its GPU) back.
     status.locator("a[href^='#']").first.click()
-    assert page_.locator(f"#gpu-{STEP_GPU}").is_visible()
+    # The page shows the GPU from its hashchange handler, after the click returns: wait
+    # for it (is_visible() does not), up to 5 s.
+    page_.locator(f"#gpu-{STEP_GPU}").wait_for(state="visible", timeout=5000)
     assert cell.is_visible()
     assert not page_.errors, page_.errors
 
