@@ -238,15 +238,14 @@ def _prepare(kernel, metric, variant, shape, launch=None):
 # shared process, cold device time at small shapes moved (where each cell's input
 # sets land in memory depends on what the process allocated before;
 # docs/measurement.md, "Suite cost").
-SHARED_TRACKS = ("allocations",)
 
 
-def _measure_shared_tracks():
-    """Every cell of the SHARED_TRACKS metrics, measured in this one process.
+def _count_allocations():
+    """Allocations per call of every variant x shape of both kernels, in this one process.
 
-    Returns {(metric, kernel, variant, shape label): (status, value)}, status
-    "ok" (value: the number), "skip" or "error" (value: why). It never raises:
-    asv would fail every cell that reads it, where one bad cell must fail alone.
+    Returns {(kernel, variant, shape label): (status, value)}, status "ok"
+    (value: the count), "skip" or "error" (value: why). It never raises: asv
+    would fail every cell that reads it, where one bad cell must fail alone.
     """
     try:
         from ltx2k import cases
@@ -255,29 +254,28 @@ def _measure_shared_tracks():
         return {"*": ("skip", f"ltx2k.measure unavailable at this commit: {e}")}
     out = {}
     for kernel, (variants, shape_list) in _KERNELS.items():
-        for variant in _timed_variants(variants, SHARED_TRACKS[0]):
+        for variant in _timed_variants(variants, "allocations"):
             for shape in shape_list:
-                for metric in SHARED_TRACKS:
-                    key = (metric, kernel, variant, shape.label)
-                    try:
-                        cases.variant_fn(kernel, variant)  # VariantUnavailable: a skip
-                        out[key] = ("ok", getattr(suite, metric)(kernel, variant, shape))
-                    except NotImplementedError as e:
-                        out[key] = ("skip", str(e) or type(e).__name__)
-                    except Exception as e:  # noqa: BLE001 - failed alone, in its own cell
-                        out[key] = ("error", f"{type(e).__name__}: {e}")
-                # Drop the cell's gated functions before the next (a later metric here
-                # may prepare clocks, which hold GBs of inputs). Older commits lack forget().
+                key = (kernel, variant, shape.label)
+                try:
+                    cases.variant_fn(kernel, variant)  # VariantUnavailable: a skip
+                    out[key] = ("ok", suite.allocations(kernel, variant, shape))
+                except NotImplementedError as e:
+                    out[key] = ("skip", str(e) or type(e).__name__)
+                except Exception as e:  # noqa: BLE001 - failed alone, in its own cell
+                    out[key] = ("error", f"{type(e).__name__}: {e}")
+                # Drop what the cell prepared (its gated function) before the next.
+                # Older commits lack forget().
                 getattr(suite, "forget", lambda: None)()
     return out
 
 
 # asv reads the timeout of a setup_cache from the function: all cells in one process.
-_measure_shared_tracks.timeout = 1200
+_count_allocations.timeout = 1200
 
 
-def _shared_track_setup(kernel, metric, measured, variant, shape):
-    status, value = measured.get((metric, kernel, variant, shape), measured.get("*", (None, None)))
+def _counted_setup(kernel, counts, variant, shape):
+    status, value = counts.get((kernel, variant, shape), counts.get("*", (None, None)))
     if status == "ok":
         return
     if status == "error":  # e.g. a failed correctness gate: the cell fails, no number
@@ -351,8 +349,8 @@ def _suite(kernel: str, class_name: str):
         def time_kernel(self, variant, shape):
             _State.timed.run()
 
-        def track_allocations(self, measured, variant, shape):
-            return measured[("allocations", kernel, variant, shape)][1]
+        def track_allocations(self, counts, variant, shape):
+            return counts[(kernel, variant, shape)][1]
 
         def track_pct_copy_bandwidth(self, variant, shape):
             from ltx2k.measure import suite
@@ -409,8 +407,8 @@ def _suite(kernel: str, class_name: str):
         time_host_launch.params = [list(_VARIANTS.LAUNCH_PATHS), [s.label for s in shape_list]]
         time_host_launch.param_names = ["launch", "shape"]
         time_host_launch.setup = functools.partial(_host_launch_setup, kernel)
-        track_allocations.setup_cache = _measure_shared_tracks
-        track_allocations.setup = functools.partial(_shared_track_setup, kernel, "allocations")
+        track_allocations.setup_cache = _count_allocations
+        track_allocations.setup = functools.partial(_counted_setup, kernel)
         track_allocations.unit = "allocations"
         track_pct_copy_bandwidth.setup = functools.partial(
             _track_setup, kernel, "pct_copy_bandwidth"

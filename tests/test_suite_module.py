@@ -228,31 +228,31 @@ def test_allocation_counts_share_one_setup_cache_process(bench):
     for spec in cases.KERNELS.values():
         suite = getattr(bench, spec.asv_class)
         fn = suite.track_allocations
-        assert fn.setup_cache is bench._measure_shared_tracks
+        assert fn.setup_cache is bench._count_allocations
         keys.add((inspect.getsourcefile(fn.setup_cache), inspect.getsourcelines(fn.setup_cache)[1]))
         for timed in (suite.time_device_cold, suite.track_pct_copy_bandwidth):
             assert not hasattr(timed, "setup_cache")
         assert not hasattr(suite, "setup_cache")
-    assert len(keys) == 1 and bench.SHARED_TRACKS == ("allocations",)
+    assert len(keys) == 1
 
 
 def test_shared_counts_are_every_cells_count_as_its_own_process_gives(bench):
     from ltx2k.measure import suite
 
-    measured = bench._measure_shared_tracks()
+    counts = bench._count_allocations()
     expected = {
-        ("allocations", kernel, variant, shape.label)
+        (kernel, variant, shape.label)
         for kernel, (variants_, shape_list) in bench._KERNELS.items()
         for variant in bench._timed_variants(variants_, "allocations")
         for shape in shape_list
     }
-    assert set(measured) == expected
-    for (metric, kernel, variant, label), (status, value) in measured.items():
+    assert set(counts) == expected
+    for (kernel, variant, label), (status, value) in counts.items():
         assert status == "ok", (kernel, variant, label, value)
         assert value == suite.allocations(kernel, variant, bench._shape(kernel, label))
         suite_cls = getattr(bench, cases.KERNELS[kernel].asv_class)
-        bench._shared_track_setup(kernel, metric, measured, variant, label)  # does not raise
-        assert suite_cls().track_allocations(measured, variant, label) == value
+        bench._counted_setup(kernel, counts, variant, label)  # does not raise
+        assert suite_cls().track_allocations(counts, variant, label) == value
 
 
 def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
@@ -269,24 +269,24 @@ def test_one_bad_cell_fails_or_skips_alone(bench, monkeypatch):
         return 1
 
     monkeypatch.setattr(suite, "allocations", allocations)
-    measured = bench._measure_shared_tracks()
+    counts = bench._count_allocations()
     label = bench._KERNELS["ada_values9"][1][0].label  # this machine's shapes (GPU or CPU)
     rope_label = bench._KERNELS["split_rope"][1][0].label
-    assert measured[("allocations", "ada_values9", "slab", label)][0] == "error"
+    assert counts[("ada_values9", "slab", label)][0] == "error"
     with pytest.raises(RuntimeError, match="slab differs from the reference at element 7"):
-        bench._shared_track_setup("ada_values9", "allocations", measured, "slab", label)
+        bench._counted_setup("ada_values9", counts, "slab", label)
     with pytest.raises(NotImplementedError, match="eager is not in this commit"):
-        bench._shared_track_setup("ada_values9", "allocations", measured, "eager", label)
+        bench._counted_setup("ada_values9", counts, "eager", label)
     for key in [
-        ("allocations", "ada_values9", "slab_dconst", label),
-        ("allocations", "split_rope", "blocked", rope_label),
+        ("ada_values9", "slab_dconst", label),
+        ("split_rope", "blocked", rope_label),
     ]:
-        assert measured[key] == ("ok", 1), key
+        assert counts[key] == ("ok", 1), key
     gone = {"*": ("skip", "ltx2k.measure unavailable at this commit")}
     with pytest.raises(NotImplementedError, match="unavailable at this commit"):
-        bench._shared_track_setup("ada_values9", "allocations", gone, "slab", label)
+        bench._counted_setup("ada_values9", gone, "slab", label)
     with pytest.raises(NotImplementedError):  # a cell the cache does not know
-        bench._shared_track_setup("ada_values9", "allocations", {}, "slab", label)
+        bench._counted_setup("ada_values9", {}, "slab", label)
 
 
 def test_shared_counts_drop_each_cells_prepared_state(bench, monkeypatch):
@@ -302,7 +302,7 @@ def test_shared_counts_drop_each_cells_prepared_state(bench, monkeypatch):
         return 1
 
     monkeypatch.setattr(suite, "allocations", allocations)
-    bench._measure_shared_tracks()
+    bench._count_allocations()
     assert len(sizes) > 4 and max(sizes) == 0, sizes
 
 
