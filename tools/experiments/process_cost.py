@@ -55,8 +55,8 @@ CELLS = [
     ("AdaValues9", "time_host_latency", ("eager", "B1_S1_D4096_bf16")),
     ("AdaValues9", "time_kernel", ("slab_dconst", "B1_S1_D4096_bf16")),
     ("AdaValues9", "time_kernel", ("compiled", "B1_S1_D4096_bf16")),
-    # allocations and % of copy bandwidth: every cell of both kernels in one setup_cache
-    # process (its time is "setup" here), then each cell's process reads its value
+    # allocations: every cell of both kernels counted in one setup_cache process (its
+    # time is "setup" here), then each cell's process reads its count
     ("AdaValues9", "track_allocations", ("slab", "B1_S1024_D4096_bf16")),
 ]
 
