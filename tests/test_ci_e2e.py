@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import shapes, variants
+from ltx2k import cases, shapes, variants
 
 pytestmark = pytest.mark.slow
 
@@ -338,6 +338,22 @@ def test_runner_bench_stores_both_commits_with_samples_of_the_selected_benchmark
         # --bench was honoured: nothing outside the subset was measured.
         extra = [k for k, (v, _) in values.items() if _measured(v) and k not in SELECTED]
         assert not extra, f"{commit[:8]}: measured outside the --bench subset: {extra}"
+    # % of copy bandwidth is bytes / the median the same cell's time_device_cold process
+    # recorded / one copy bandwidth, for every cell of the newest commit: pct x cold / bytes
+    # is then one constant (100 / the bandwidth). Timed again in a process of its own, the
+    # interpreter's wall time would differ from that median by far more than rounding.
+    values = _selected_values(show / Path(_result_file(files, stack.commits[0])).name)
+    per_byte = []
+    for spec in cases.KERNELS.values():
+        names, label = KERNELS[spec.asv_class]
+        (shape,) = [s for s in spec.cpu_shapes if s.label == label]
+        for variant in names:
+            cold = values[(f"bench_kernels.{spec.asv_class}.time_device_cold", variant, label)][0]
+            pct = values[
+                (f"bench_kernels.{spec.asv_class}.track_pct_copy_bandwidth", variant, label)
+            ][0]
+            per_byte.append(pct * cold / spec.bytes_moved(shape))
+    assert max(per_byte) == pytest.approx(min(per_byte), rel=1e-9), per_byte
 
 
 def test_a_later_runner_benchmarks_only_the_new_commit_and_keeps_the_old_files(stack, second_run):

@@ -306,6 +306,81 @@ def test_shared_counts_drop_each_cells_prepared_state(bench, monkeypatch):
     assert len(sizes) > 4 and max(sizes) == 0, sizes
 
 
+def _cold_cell(bench, kernel):
+    variant = bench._KERNELS[kernel][0][0]
+    return variant, bench._KERNELS[kernel][1][0].label
+
+
+@pytest.mark.parametrize("kernel", list(cases.KERNELS))
+def test_bandwidth_reads_the_cold_median_its_cells_cold_process_left(bench, monkeypatch, kernel):
+    """As asv runs them: the time_device_cold process of a cell (setup, samples with a
+    teardown after each, as asv's redo_setup does) leaves its median; the bandwidth process
+    of the same cell turns it into % of copy bandwidth without timing the kernel again."""
+    from ltx2k.measure import suite
+
+    monkeypatch.setattr(
+        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+    )
+    variant, label = _cold_cell(bench, kernel)
+    cls = getattr(bench, cases.KERNELS[kernel].asv_class)
+    body = cls()
+    for _ in range(3):
+        cls.time_device_cold.setup(variant, label)
+        t0 = cls.timer()
+        body.time_device_cold(variant, label)
+        assert cls.timer() > t0
+        cls.time_device_cold.teardown(variant, label)
+    samples = bench._State.timed.timer.samples
+    assert len(samples) == 3
+    median = sorted(samples)[1]
+    assert bench._SIBLINGS.get(bench._cold_key(kernel, variant, label)) == median
+
+    def measured_again(*a):
+        raise AssertionError("the bandwidth cell timed the kernel again")
+
+    monkeypatch.setattr(suite, "pct_copy_bandwidth", measured_again)
+    got = body.track_pct_copy_bandwidth(variant, label)
+    assert got == suite.pct_of_copy_bandwidth(kernel, bench._shape(kernel, label), median)
+    # Another cell of the same kernel has no value left: it would measure.
+    other = bench._KERNELS[kernel][0][1]
+    with pytest.raises(AssertionError, match="timed the kernel again"):
+        body.track_pct_copy_bandwidth(other, label)
+
+
+def test_without_a_cold_value_the_bandwidth_cell_measures_it_itself(bench, monkeypatch):
+    from ltx2k.measure import suite
+
+    monkeypatch.setattr(
+        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+    )
+    variant, label = _cold_cell(bench, "split_rope")
+    calls = []
+    monkeypatch.setattr(suite, "pct_copy_bandwidth", lambda *a: calls.append(a) or 42.0)
+    assert bench.SplitRope().track_pct_copy_bandwidth(variant, label) == 42.0
+    assert calls == [("split_rope", variant, bench._shape("split_rope", label))]
+
+
+def test_a_cold_process_that_measured_nothing_leaves_nothing(bench, monkeypatch):
+    """A teardown after a skipped setup, or for another cell than the one prepared, must not
+    leave that other cell's samples under this cell's name."""
+    monkeypatch.setattr(
+        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+    )
+    variant, label = _cold_cell(bench, "split_rope")
+    other = bench._KERNELS["split_rope"][0][1]
+    bench.SplitRope.time_device_cold.setup(variant, label)
+    bench.SplitRope().time_device_cold(variant, label)
+    bench.SplitRope.timer()
+    bench._leave_cold_median("split_rope", other, label)  # prepared: variant, not other
+    assert bench._SIBLINGS.get(bench._cold_key("split_rope", other, label)) is None
+    with pytest.raises(NotImplementedError):  # the peer is GPU-only: skipped in setup
+        bench.SplitRope.time_device_cold.setup("compiled", label)
+    bench.SplitRope.time_device_cold.teardown("compiled", label)
+    bench.SplitRope.time_device_cold.teardown(variant, label)  # its state went with the skip
+    assert bench._SIBLINGS.get(bench._cold_key("split_rope", "compiled", label)) is None
+    assert bench._SIBLINGS.get(bench._cold_key("split_rope", variant, label)) is None
+
+
 @pytest.mark.parametrize(
     "argv, listing",
     [

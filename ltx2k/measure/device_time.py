@@ -102,6 +102,7 @@ class DeviceClock:
     The benchmark body calls :meth:`run` (one timed replay); ``timer()``
     synchronizes, converts the finished event pairs to seconds and returns the
     running total, so ``t1 - t0`` covers exactly the replays in between.
+    ``samples`` holds each timed replay's seconds per launch, in order.
     """
 
     def __init__(self, calls: GraphedCalls):
@@ -109,6 +110,7 @@ class DeviceClock:
         self._pending: list[tuple[Any, Any]] = []
         self._total = 0.0
         self._free: list[tuple[Any, Any]] = []
+        self.samples: list[float] = []
 
     def _pair(self):
         if self._free:
@@ -127,7 +129,9 @@ class DeviceClock:
         if self._pending:
             self._pending[-1][1].synchronize()
             for start, end in self._pending:
-                self._total += start.elapsed_time(end) * 1e-3 / self.calls.launches
+                per_launch = start.elapsed_time(end) * 1e-3 / self.calls.launches
+                self.samples.append(per_launch)
+                self._total += per_launch
             self._free.extend(self._pending)
             self._pending.clear()
         return self._total
@@ -155,12 +159,15 @@ class WallClock:
         self._now = time.perf_counter
         self.fn, self.arg_sets, self._i = fn, arg_sets, 0
         self._total = 0.0
+        self.samples: list[float] = []  # each run's seconds, as DeviceClock.samples
         fn(*arg_sets[0])  # warm-up (interpreter caches)
 
     def run(self) -> None:
         t0 = self._now()
         self.fn(*self.arg_sets[self._i % len(self.arg_sets)])
-        self._total += self._now() - t0
+        elapsed = self._now() - t0
+        self.samples.append(elapsed)
+        self._total += elapsed
         self._i += 1
 
     def __call__(self) -> float:

@@ -137,11 +137,17 @@ def device_seconds(kernel: str, variant: str, shape, cold: bool = True, samples:
     return statistics.median(device_time.device_times(timed.timer, samples=samples))
 
 
+def pct_of_copy_bandwidth(kernel: str, shape, seconds: float) -> float:
+    """Minimum bytes moved in *seconds* of cold-L2 device time, as % of measured copy bandwidth."""
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, got {seconds!r}")
+    bw = bandwidth.copy_bandwidth(_on_gpu())
+    return 100.0 * cases.KERNELS[kernel].bytes_moved(shape) / seconds / bw
+
+
 def pct_copy_bandwidth(kernel: str, variant: str, shape) -> float:
     """Achieved bandwidth (minimum bytes / cold-L2 device time) as % of measured copy bandwidth."""
-    t = device_seconds(kernel, variant, shape, cold=True)
-    bw = bandwidth.copy_bandwidth(_on_gpu())
-    return 100.0 * cases.KERNELS[kernel].bytes_moved(shape) / t / bw
+    return pct_of_copy_bandwidth(kernel, shape, device_seconds(kernel, variant, shape, cold=True))
 
 
 def allocations(kernel: str, variant: str, shape) -> int:
@@ -233,7 +239,7 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
                     cold = device_seconds(kernel, variant, shape, True, samples=n)
                     warm = device_seconds(kernel, variant, shape, False, samples=n)
                     hst = host_seconds(kernel, variant, shape, samples=3 if not on_gpu else 10)
-                    pct = 100.0 * spec.bytes_moved(shape) / cold / bandwidth.copy_bandwidth(on_gpu)
+                    pct = pct_of_copy_bandwidth(kernel, shape, cold)
                     al = allocations(kernel, variant, shape)
                 except cases.VariantUnavailable:
                     continue
