@@ -119,10 +119,17 @@ def warm_before_fork() -> None:
     - inductor keys its caches with ``torch_key()``, a hash of torch's Python
       sources, computed at the first ``torch.compile`` of each process. Only
       where the caller has imported inductor already: importing it costs more
-      than the hash.
+      than the hash;
+    - on a GPU, torch's CUDA initialisation registers two Triton sparse-matmul
+      ops with the dispatcher (``torch.cuda._register_triton_kernels``, which
+      skips ops already registered), and Triton's first launch creates its CUDA
+      driver object: it loads Triton's compiled C utilities, finds libcuda with
+      ``ldconfig -p`` and runs ``ptxas --version``. Together about 0.07 s per
+      process; none of it calls into CUDA.
 
     None of it touches CUDA state, so the children can still create their own
-    CUDA context.
+    CUDA context. Each step is best effort: one that fails here (another torch
+    or Triton) is left to the children, as before.
     """
     try:
         from triton.runtime.cache import triton_key
@@ -132,8 +139,26 @@ def warm_before_fork() -> None:
     import contextlib
 
     # A Triton without gluon does not import it at launch either.
-    with contextlib.suppress(ImportError):
+    with contextlib.suppress(Exception):
         import triton.experimental.gluon  # noqa: F401
     codecache = sys.modules.get("torch._inductor.codecache")
     if codecache is not None and hasattr(codecache, "torch_key"):
         codecache.torch_key()
+    if interpreter_requested():
+        return
+    import torch
+
+    # Asking torch (or Triton, which asks torch) whether there is a GPU initialises CUDA
+    # unless torch asks NVML instead, and CUDA initialised before fork() is unusable in
+    # the children. A process with a CUDA context already forks no CUDA user anyway.
+    nvml_check = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
+    if not nvml_check or torch.cuda.is_initialized() or not torch.cuda.is_available():
+        return
+    with contextlib.suppress(Exception):
+        torch.cuda._register_triton_kernels()
+    with contextlib.suppress(Exception):
+        from triton import knobs
+        from triton.runtime import driver
+
+        driver.active  # noqa: B018 - creating it is the point
+        knobs.nvidia.ptxas  # noqa: B018

@@ -195,6 +195,87 @@ def test_the_parent_imports_gluon_and_hashes_torch_before_forking():
     assert got["warm"]["s"] < 0.01 < got["cold"]["s"], got
 
 
+_GPU_WARM_CHECK = """
+import json, os
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # as the asv suite sets it
+import torch
+from triton.runtime import driver
+from ltx2k import runtime
+from ltx2k.measure.forked import run_forked
+
+runtime.warm_before_fork()
+parent = {
+    "cuda_initialized": torch.cuda.is_initialized(),
+    "driver": driver._active is not None,
+    "ops": sorted(k for k, _ in torch._TritonLibrary.ops_table),
+}
+
+def child():
+    # The child still creates its own context and runs a kernel, bit-exact.
+    from ltx2k import cases, shapes
+    from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
+    shape = shapes.ROPE_SHAPES[0]
+    x, cos, sin = cases.rope_inputs(shape, "cuda")
+    out = apply_ltx2_split_rotary_emb(x, cos, sin)
+    ref = cases.KERNELS["split_rope"].reference(x, cos, sin)
+    return {"equal": bool(torch.equal(out, ref))}
+
+got, _ = run_forked(child)
+print(json.dumps({"parent": parent, "child": got}))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_parent_makes_tritons_driver_without_initialising_cuda():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _GPU_WARM_CHECK], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["parent"] == {
+        "cuda_initialized": False,
+        "driver": True,
+        "ops": ["_triton_bsr_dense_addmm_out", "_triton_bsr_dense_mm_out"],
+    }, got
+    assert got["child"] == {"equal": True}, got
+
+
+def test_without_nvmls_gpu_check_the_parent_asks_torch_nothing_about_cuda(monkeypatch):
+    """Without PYTORCH_NVML_BASED_CUDA_CHECK, torch.cuda.is_available() initialises CUDA,
+    which would leave every forked child without a usable GPU: the GPU warm-ups are skipped."""
+    from ltx2k import runtime
+
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    monkeypatch.setattr(runtime, "interpreter_requested", lambda: False)
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or True)
+    monkeypatch.setattr(torch.cuda, "_register_triton_kernels", lambda: asked.append(2))
+
+    class Driver:  # Triton's driver config: asks torch whether there is a GPU
+        @property
+        def active(self):
+            asked.append(3)
+
+    import triton.runtime
+
+    monkeypatch.setattr(triton.runtime, "driver", Driver())
+    runtime.warm_before_fork()
+    assert asked == []
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    runtime.warm_before_fork()
+    assert asked == [1, 2, 3]  # asked through NVML, then registered, then the driver made
+    asked.clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # has its own context
+    runtime.warm_before_fork()
+    assert asked == []
+
+
 def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):
     import functools
 
@@ -442,3 +523,49 @@ def test_input_sets_are_sets_of_their_own(kernel, shape):
 def test_clocks_refuse_a_maker_that_returns_the_wrong_number_of_sets():
     with pytest.raises(ValueError, match=r"make_sets\(4\) returned 3 argument sets"):
         device_time.argument_sets(lambda n: [()] * (n - 1), 4)
+
+
+_PEER_TRACE_CHECK = """
+import json, sys
+import torch, torch._dynamo
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from ltx2k import cases
+
+warm = sys.argv[1] == "warm"
+if warm:
+    cases.trace_peers_on_cpu()
+cached = {
+    k: len(_debug_get_cache_entry_list(s.reference.__code__)) for k, s in cases.KERNELS.items()
+}
+before = set(sys.modules)
+for spec in cases.KERNELS.values():
+    args = spec.make_inputs(spec.cpu_shapes[0], "cpu", seed=1)
+    out = torch.compile(spec.reference, fullgraph=True, dynamic=False, backend="eager")(*args)
+    assert cases.outputs_equal(out, spec.reference(*args))
+print(json.dumps({"cached": cached, "new_modules": sorted(set(sys.modules) - before),
+                  "cuda": torch.cuda.is_initialized()}))
+"""
+
+
+def test_tracing_the_peers_before_forking_leaves_the_children_only_their_own_trace():
+    """What the forkserver parent does for the torch.compile peer's processes: after it,
+    a trace of either reference imports nothing more; dynamo holds no compiled code of
+    them (each child compiles its own); no CUDA was touched."""
+    import json
+    import subprocess
+    import sys
+
+    got = {}
+    for mode in ("cold", "warm"):
+        out = subprocess.run(
+            [sys.executable, "-c", _PEER_TRACE_CHECK, mode],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(got["cold"]["new_modules"]) > 5, got["cold"]  # what there is to warm
+    assert got["warm"]["new_modules"] == [], got["warm"]
+    assert got["warm"]["cached"] == {k: 0 for k in got["warm"]["cached"]}
+    assert not got["warm"]["cuda"]

@@ -373,26 +373,34 @@ def test_a_cold_process_that_measured_nothing_leaves_nothing(bench, monkeypatch)
     bench.SplitRope.timer()
     bench._leave_cold_median("split_rope", other, label)  # prepared: variant, not other
     assert bench._SIBLINGS.get(bench._cold_key("split_rope", other, label)) is None
-    with pytest.raises(NotImplementedError):  # the peer is GPU-only: skipped in setup
-        bench.SplitRope.time_device_cold.setup("compiled", label)
-    bench.SplitRope.time_device_cold.teardown("compiled", label)
+    from ltx2k.measure import suite
+
+    def unavailable(*args, **kwargs):
+        raise cases.VariantUnavailable("not at this commit")
+
+    monkeypatch.setattr(suite, "prepare", unavailable)
+    with pytest.raises(NotImplementedError):  # a variant this commit lacks: a skip
+        bench.SplitRope.time_device_cold.setup(other, label)
+    bench.SplitRope.time_device_cold.teardown(other, label)
     bench.SplitRope.time_device_cold.teardown(variant, label)  # its state went with the skip
-    assert bench._SIBLINGS.get(bench._cold_key("split_rope", "compiled", label)) is None
+    assert bench._SIBLINGS.get(bench._cold_key("split_rope", other, label)) is None
     assert bench._SIBLINGS.get(bench._cold_key("split_rope", variant, label)) is None
 
 
 @pytest.mark.parametrize(
-    "argv, listing",
+    "argv, forks_none",
     [
         (["/x/asv/benchmark.py", "discover", "benchmarks", "out.json"], True),
         (["/x/asv/benchmark.py", "check", "benchmarks"], True),
+        (["/x/asv/benchmark.py", "setup_cache", "benchmarks", "b.K.track_x", "{}"], True),
         (["/x/asv/benchmark.py", "run_server", "benchmarks", "sock"], False),
         (["/x/pytest", "discover"], False),
     ],
 )
-def test_asv_listing_the_benchmarks_skips_the_warm_imports(argv, listing):
-    """asv's discover and check processes run no benchmark: the suite module imports
-    neither the kernels nor inductor there; its forkserver (run_server) does."""
+def test_asv_processes_that_fork_no_benchmark_skip_the_warm_imports(argv, forks_none):
+    """asv's discover, check and setup_cache processes fork no benchmark process: the
+    suite module imports neither the kernels nor inductor there; its forkserver
+    (run_server) does."""
     import json
     import subprocess
     import sys
@@ -403,14 +411,44 @@ def test_asv_listing_the_benchmarks_skips_the_warm_imports(argv, listing):
         f"sys.argv = {argv!r}\n"
         f"spec = importlib.util.spec_from_file_location('b', {path!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "print(json.dumps([m._listing_only(), 'ltx2k.kernels.rope' in sys.modules,"
+        "print(json.dumps([m._forks_no_benchmark(), 'ltx2k.kernels.rope' in sys.modules,"
         " len(m.SplitRope.params[1])]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got[:2] == [listing, not listing]
+    assert got[:2] == [forks_none, not forks_none]
     assert got[2] > 0  # the parameters are there either way
+
+
+def test_asvs_setup_cache_process_counts_every_cell_without_the_warm_imports(tmp_path, bench):
+    """The allocation counts as asv makes them: its own setup_cache process (a fresh
+    interpreter, the suite imported without warming), then one count per cell."""
+    import pickle
+    import subprocess
+    import sys
+
+    import asv
+
+    script = Path(asv.__file__).parent / "benchmark.py"
+    got = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "setup_cache",
+            str(ROOT / "benchmarks"),
+            "bench_kernels.SplitRope.track_allocations",
+            "{}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert got.returncode == 0, got.stderr[-2000:] + got.stdout[-2000:]
+    counts = pickle.loads((tmp_path / "cache.pickle").read_bytes())
+    assert counts == bench._count_allocations()
+    assert counts and all(status == "ok" for status, _ in counts.values()), counts
 
 
 # The version asv computes for each benchmark (a hash of its source, or its pinned
