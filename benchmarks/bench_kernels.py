@@ -130,12 +130,10 @@ def _preimport() -> None:
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
 
-        from ltx2k import cases, runtime
+        from ltx2k import runtime
 
         if hasattr(runtime, "warm_before_fork"):  # older commits lack it
             runtime.warm_before_fork()
-        if hasattr(cases, "trace_peers_on_cpu"):  # for the torch.compile peer's processes
-            cases.trace_peers_on_cpu()
 
 
 _preimport()

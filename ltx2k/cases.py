@@ -164,24 +164,6 @@ def _compiled(kernel: str) -> Callable:
     return torch.compile(KERNELS[kernel].reference, fullgraph=True, dynamic=False)
 
 
-def trace_peers_on_cpu() -> None:
-    """Trace each kernel's reference once with dynamo's eager backend, on small CPU inputs.
-
-    Dynamo's first trace of these functions in a process imports some 30 modules
-    more, among them two custom ops it registers with the dispatcher (0.2-0.3 s
-    per process on the H200, ``tools/experiments/process_cost.py``). A process
-    that then forks (asv's forkserver) hands them to every child that compiles
-    the peer. It touches neither CUDA nor inductor, and dynamo's caches are
-    reset afterwards, so each child traces and compiles its peer afresh.
-    """
-    import torch._dynamo
-
-    for spec in KERNELS.values():
-        args = spec.make_inputs(spec.cpu_shapes[0], "cpu", seed=0)
-        torch.compile(spec.reference, fullgraph=True, dynamic=False, backend="eager")(*args)
-    torch._dynamo.reset()
-
-
 # The peers every kernel is measured against; the other variants are its Triton algorithms.
 PEERS = ("eager", "compiled")
 

@@ -108,11 +108,11 @@ def warm_before_fork() -> None:
     own sources and of ``libtriton.so`` (about 400 MB for Triton 3.6), computed
     at the first compile or cache lookup of each process and kept in an
     ``lru_cache``. asv forks a process per benchmark and parameter combination,
-    so without this each of them hashed the library again (0.6 s on a 2-core
-    VM). Computed in the parent, it is inherited. The same holds for two more
-    things each process met at its first kernel call, found by profiling one
-    forked benchmark process of each kind on the H200
-    (``tools/experiments/process_cost.py --profile``):
+    so without this each of them hashed the library again. Computed in the
+    parent, it is inherited. The same holds for what else each process met at
+    its first kernel call, found by profiling one forked benchmark process of
+    each kind on the H200 (``tools/experiments/process_cost.py --profile``;
+    the costs are in docs/measurement.md, "Suite cost"):
 
     - Triton's first launch in a process imports ``triton.experimental.gluon``
       (to recognise its tensor descriptors among the arguments);
@@ -124,8 +124,12 @@ def warm_before_fork() -> None:
       ops with the dispatcher (``torch.cuda._register_triton_kernels``, which
       skips ops already registered), and Triton's first launch creates its CUDA
       driver object: it loads Triton's compiled C utilities, finds libcuda with
-      ``ldconfig -p`` and runs ``ptxas --version``. Together about 0.07 s per
-      process; none of it calls into CUDA.
+      ``ldconfig -p`` and runs ``ptxas --version``; none of it calls into CUDA.
+
+    Not warmed here: dynamo's first trace, which imports more modules in each
+    process that compiles the torch.compile peer. Dynamo saves the CUDA RNG
+    state around every trace whenever a GPU is visible, which initialises CUDA
+    in the tracing process and so would break every forked child.
 
     None of it touches CUDA state, so the children can still create their own
     CUDA context. Each step is best effort: one that fails here (another torch
