@@ -148,8 +148,18 @@ def warm_before_fork() -> None:
     codecache = sys.modules.get("torch._inductor.codecache")
     if codecache is not None and hasattr(codecache, "torch_key"):
         codecache.torch_key()
-    if interpreter_requested():
-        return
+    if not interpreter_requested():
+        warm_gpu_side()
+
+
+def warm_gpu_side() -> None:
+    """The GPU part of :func:`warm_before_fork`: torch's Triton ops and Triton's CUDA driver.
+
+    Its own function so that ``tools/experiments/process_cost.py --no-gpu-warm``
+    can time forked processes without it, side by side in one run.
+    """
+    import contextlib
+
     import torch
 
     # Asking torch (or Triton, which asks torch) whether there is a GPU initialises CUDA
