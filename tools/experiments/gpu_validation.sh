@@ -46,6 +46,11 @@ for step in $steps; do
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout ${ASV_TIMEOUT:-300} ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
              tar czf "$OUT/results.tgz" -C /tmp/repo results ;;  # packed per step: a later timeout loses nothing
+    nextcommit) # the runner's steady state: after `main`, the commit before HEAD, every benchmark,
+           # on a machine whose caches the first commit warmed; timestamped like `main`
+           ( cd /tmp/repo && time timeout ${NEXT_TIMEOUT:-300} ltx2k run HEAD~1^! ) 2>&1 \
+             | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/next_commit.log" | grep -E "real|Running [0-9]+ total|Benchmarking|failed"
+           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asv3) ( cd /tmp/repo && time timeout ${ASV3_TIMEOUT:-200} ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" ${BASE:-HEAD}~3..${BASE:-HEAD} ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     noise) ( cd /tmp/repo && cp -r results /tmp/results_run1 && timeout ${NOISE_TIMEOUT:-150} ltx2k run -- -b "time_device" ${BASE:-HEAD}^! >"$OUT/asv_noise.log" 2>&1;
