@@ -104,7 +104,7 @@ def _forks_no_benchmark() -> bool:
     # signatures (`check`) in processes that run none of them, and runs a
     # setup_cache (`setup_cache`: the allocation counts) in a fresh interpreter
     # that calls it and exits. None of them forks benchmark processes: they need
-    # the parameters, not the warm imports below (about 10 s each on the H200).
+    # the parameters, not the warm imports below (seconds each: docs/measurement.md).
     return os.path.basename(sys.argv[0]) == "benchmark.py" and sys.argv[1:2] in (
         ["discover"],
         ["check"],
