@@ -108,7 +108,6 @@ class DeviceClock:
     def __init__(self, calls: GraphedCalls):
         self.calls = calls
         self._pending: list[tuple[Any, Any]] = []
-        self._total = 0.0
         self._free: list[tuple[Any, Any]] = []
         self.samples: list[float] = []
 
@@ -129,12 +128,10 @@ class DeviceClock:
         if self._pending:
             self._pending[-1][1].synchronize()
             for start, end in self._pending:
-                per_launch = start.elapsed_time(end) * 1e-3 / self.calls.launches
-                self.samples.append(per_launch)
-                self._total += per_launch
+                self.samples.append(start.elapsed_time(end) * 1e-3 / self.calls.launches)
             self._free.extend(self._pending)
             self._pending.clear()
-        return self._total
+        return sum(self.samples)  # added in order: the running total of the replays
 
 
 def build_clock(
@@ -158,20 +155,17 @@ class WallClock:
 
         self._now = time.perf_counter
         self.fn, self.arg_sets, self._i = fn, arg_sets, 0
-        self._total = 0.0
         self.samples: list[float] = []  # each run's seconds, as DeviceClock.samples
         fn(*arg_sets[0])  # warm-up (interpreter caches)
 
     def run(self) -> None:
         t0 = self._now()
         self.fn(*self.arg_sets[self._i % len(self.arg_sets)])
-        elapsed = self._now() - t0
-        self.samples.append(elapsed)
-        self._total += elapsed
+        self.samples.append(self._now() - t0)
         self._i += 1
 
     def __call__(self) -> float:
-        return self._total
+        return sum(self.samples)
 
 
 def device_times(clock, samples: int = 30) -> list[float]:
