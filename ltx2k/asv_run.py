@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx2k import asv_compat, machine, runtime
+from ltx2k import asv_compat, bytecode, machine, runtime
 from ltx2k.history import tags
 
 # asv run's own range words: asv resolves them, git does not know them.
@@ -114,7 +114,9 @@ def run(
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
     check_range(asv_args, config)
     info = machine.identify()
-    env = dict(os.environ)
+    # asv's interpreters (its own, pip's, discovery, forkserver, setup_cache) each import
+    # torch: keep their bytecode where the runner keeps none (ltx2k/bytecode.py).
+    env = bytecode.environ_with_cache(os.environ)
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     if info["machine"] == machine.CPU_MACHINE:
         env["TRITON_INTERPRET"] = "1"

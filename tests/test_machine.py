@@ -82,6 +82,7 @@ def _fake_gpu_run(tmp_path, monkeypatch, gpus):
     monkeypatch.setattr(machine, "list_gpus", gpus)
 
     def fake_asv(cmd, env):  # asv rewrites the file: "a" kept as it was, "b" measured now
+        _fake_gpu_run.asv_env = env
         write({"a": [[1.0], [], "v", 100, 1.0], "b": [[2.0], [], "v", 200, 1.0]})
         return 0
 
@@ -106,6 +107,17 @@ def test_a_gpu_run_tags_what_it_measured_with_the_physical_gpu(tmp_path, monkeyp
     assert tags["b"]["gpu_uuid"] == "GPU-435786a2-02ef" and tags["b"]["gpu_index"] == 3
     assert tags["b"]["mode"] == "exclusive" and tags["b"]["concurrent_gpus"] == 1
     assert "PYTORCH_NVML_BASED_CUDA_CHECK" in seen["env"]  # asv's environment decides
+
+
+def test_asv_gets_the_bytecode_cache_where_the_runner_writes_none(tmp_path, monkeypatch):
+    # Every interpreter asv starts (pip, discovery, forkserver, setup_cache) imports torch.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    _fake_gpu_run(tmp_path, monkeypatch, lambda environ=None: [])
+    env = _fake_gpu_run.asv_env
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "xdg" / "ltx2k" / "pycache")
+    assert "PYTHONDONTWRITEBYTECODE" not in env
 
 
 def test_a_gpu_run_whose_gpu_cannot_be_named_keeps_its_results_untagged(
