@@ -119,14 +119,13 @@ def warm_before_fork() -> None:
     - inductor keys its caches with ``torch_key()``, a hash of torch's Python
       sources, computed at the first ``torch.compile`` of each process. Only
       where the caller has imported inductor already: importing it costs more
-      than the hash;
-    - on a GPU, torch's CUDA initialisation registers two Triton sparse-matmul
-      ops with the dispatcher (``torch.cuda._register_triton_kernels``, which
-      skips ops already registered), and Triton's first launch creates its CUDA
-      driver object: it loads Triton's compiled C utilities, finds libcuda with
-      ``ldconfig -p`` and runs ``ptxas --version``; none of it calls into CUDA.
+      than the hash.
 
-    Not warmed here: dynamo's first trace, which imports more modules in each
+    Not warmed here: what torch's CUDA initialisation and Triton's first launch
+    do without calling into CUDA (registering two Triton sparse-matmul ops,
+    creating Triton's CUDA driver object). Done in the parent, it saved nothing
+    measurable per forked process on the H200 (docs/measurement.md). Nor
+    dynamo's first trace, which imports more modules in each
     process that compiles the torch.compile peer. Dynamo saves the CUDA RNG
     state around every trace whenever a GPU is visible, which initialises CUDA
     in the tracing process and so would break every forked child.
@@ -148,31 +147,3 @@ def warm_before_fork() -> None:
     codecache = sys.modules.get("torch._inductor.codecache")
     if codecache is not None and hasattr(codecache, "torch_key"):
         codecache.torch_key()
-    if not interpreter_requested():
-        warm_gpu_side()
-
-
-def warm_gpu_side() -> None:
-    """The GPU part of :func:`warm_before_fork`: torch's Triton ops and Triton's CUDA driver.
-
-    Its own function so that ``tools/experiments/process_cost.py --no-gpu-warm``
-    can time forked processes without it, side by side in one run.
-    """
-    import contextlib
-
-    import torch
-
-    # Asking torch (or Triton, which asks torch) whether there is a GPU initialises CUDA
-    # unless torch asks NVML instead, and CUDA initialised before fork() is unusable in
-    # the children. A process with a CUDA context already forks no CUDA user anyway.
-    nvml_check = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
-    if not nvml_check or torch.cuda.is_initialized() or not torch.cuda.is_available():
-        return
-    with contextlib.suppress(Exception):
-        torch.cuda._register_triton_kernels()
-    with contextlib.suppress(Exception):
-        from triton import knobs
-        from triton.runtime import driver
-
-        driver.active  # noqa: B018 - creating it is the point
-        knobs.nvidia.ptxas  # noqa: B018

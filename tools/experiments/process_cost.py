@@ -109,16 +109,7 @@ def main() -> int:
         action="store_true",
         help="also compute inductor's torch_key() (a hash of torch's sources) before forking",
     )
-    ap.add_argument(
-        "--no-gpu-warm",
-        action="store_true",
-        help="the parent skips runtime.warm_gpu_side (an A/B of it against a run without this)",
-    )
     args = ap.parse_args()
-    if args.no_gpu_warm:
-        from ltx2k import runtime
-
-        runtime.warm_gpu_side = lambda: None
     t0 = time.perf_counter()
     suite = load_suite()  # what asv's forkserver does once: imports, warm_before_fork
     print(f"suite import (the forkserver's, once): {time.perf_counter() - t0:.2f} s", flush=True)
