@@ -7,7 +7,8 @@ forking) for one cell of each kind of benchmark, and times, inside the forked
 child, the benchmark's ``setup`` (CUDA context, first kernel call, inputs,
 correctness gate, graph capture) and its samples (20, as the suite's
 ``repeat`` allows at most), plus the fork-to-reap wall time (which includes
-tearing the context down). With ``--profile`` the last child of each cell runs under
+tearing the context down), and the modules each child compiled from source (none
+where Python has their bytecode). With ``--profile`` the last child of each cell runs under
 cProfile and prints its most expensive calls (cumulative seconds).
 
 Usage: python tools/experiments/process_cost.py [--profile N] [--json OUT]
@@ -66,9 +67,32 @@ def _setup_of(cls, name):
     return getattr(fn, "setup", None) or getattr(cls, "setup", None)
 
 
+def _count_compiles_from_source() -> list:
+    """Record (path, seconds) of each module this process compiles from source from now on.
+
+    What a runner without bytecode (``PYTHONDONTWRITEBYTECODE``, no ``__pycache__``) pays at
+    every import, in every process (ltx2k/bytecode.py); with bytecode the list stays empty.
+    """
+    import importlib.machinery
+
+    seen = []
+    loader = importlib.machinery.SourceFileLoader
+    original = loader.source_to_code
+
+    def counted(self, data, path, *args, **kwargs):
+        t0 = time.perf_counter()
+        code = original(self, data, path, *args, **kwargs)
+        seen.append((path, time.perf_counter() - t0))
+        return code
+
+    loader.source_to_code = counted
+    return seen
+
+
 def child(suite, cls_name, name, params, profile_lines) -> dict:
     cls = getattr(suite, cls_name)
     bench = cls()
+    compiled = _count_compiles_from_source()
     prof = cProfile.Profile() if profile_lines else None
     if prof:
         prof.enable()
@@ -90,7 +114,12 @@ def child(suite, cls_name, name, params, profile_lines) -> dict:
             body(*params)
             timer() - t0
     t.append(time.perf_counter())
-    out = dict(setup=t[1] - t[0], body=t[2] - t[1])
+    out = dict(
+        setup=t[1] - t[0],
+        body=t[2] - t[1],
+        from_source=len(compiled),
+        from_source_s=sum(s for _, s in compiled),
+    )
     if prof:
         prof.disable()
         s = io.StringIO()
@@ -138,7 +167,9 @@ def main() -> int:
                 rows.append(row)
                 print(
                     f"{cls_name:10s} {name:25s} {' '.join(params):32s} wall {wall:.2f}s  "
-                    f"setup {got.get('setup', 0):.2f}  body {got.get('body', 0):.2f}"
+                    f"setup {got.get('setup', 0):.2f}  body {got.get('body', 0):.2f}  "
+                    f"compiled from source {got.get('from_source', 0)} modules "
+                    f"{got.get('from_source_s', 0):.2f}s"
                     + (f"  ERROR {got['error']}" if "error" in got else ""),
                     flush=True,
                 )
