@@ -453,7 +453,8 @@ tool, args = Path(sys.argv[0]).name, sys.argv[1:]
 env = os.environ
 seen = {{k: env.get(k) for k in ("LTX2K_STORE_TOKEN", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0",
                                   "GIT_CONFIG_VALUE_0", "TRITON_CACHE_DIR", "TRITON_INTERPRET",
-                                  "PYTORCH_NVML_BASED_CUDA_CHECK") if k in env}}
+                                  "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTHONPYCACHEPREFIX",
+                                  "PYTHONDONTWRITEBYTECODE") if k in env}}
 record = {{"tool": tool, "args": args, "env": seen}}
 
 
@@ -953,6 +954,7 @@ def test_pr_comment_without_artifacts_posts_nothing(sandbox):
 def test_pr_gate_verdicts(sandbox, asv_rc, regress_rc, verdict, exit_ok):
     base, head = sandbox.commits[0], sandbox.commits[-1]
     env = {"FAKE_ASV_RC": str(asv_rc), "LTX2K_PR_NUMBER": "12", "LTX2K_GPU": "h200"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a runner image that writes no bytecode
     if regress_rc is not None:
         env["FAKE_REGRESS_RC"] = str(regress_rc)
     r = sandbox.run("pr_gate.sh", base, head, **env)
@@ -972,6 +974,11 @@ def test_pr_gate_verdicts(sandbox, asv_rc, regress_rc, verdict, exit_ok):
     assert asv["env"]["TRITON_CACHE_DIR"].startswith(str(sandbox.root.parent)), (
         "PR cache not private"
     )
+    # Nor may it write the bytecode main's runs read (ltx2k/bytecode.py); it keeps its own.
+    assert asv["env"]["PYTHONPYCACHEPREFIX"].startswith(str(sandbox.root.parent)), (
+        "PR bytecode not private"
+    )
+    assert "PYTHONDONTWRITEBYTECODE" not in asv["env"]
     # The environment `ltx2k run` would give asv: the fake machine is a CPU.
     assert asv["env"]["TRITON_INTERPRET"] == "1"
     assert asv["env"]["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"

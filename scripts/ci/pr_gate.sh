@@ -49,6 +49,11 @@ mkdir -p "$out"
 # same cold/warm conditions.
 TRITON_CACHE_DIR=$(mktemp -d "${RUNNER_TEMP:-/tmp}/ltx2k-pr-triton.XXXXXX")
 export TRITON_CACHE_DIR
+# The same holds for bytecode: main's runs read the bytecode cache of
+# ltx2k/bytecode.py, so PR code writes its own, fresh per job.
+PYTHONPYCACHEPREFIX=$(mktemp -d "${RUNNER_TEMP:-/tmp}/ltx2k-pr-pycache.XXXXXX")
+export PYTHONPYCACHEPREFIX
+unset PYTHONDONTWRITEBYTECODE
 
 ci_bootstrap
 machine=$(ltx2k machine --write --name-only)
