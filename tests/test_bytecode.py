@@ -40,8 +40,9 @@ def test_a_chosen_prefix_or_a_runner_that_writes_bytecode_is_left_alone(tmp_path
     assert bytecode.shell_exports({"HOME": "/h"}) == ""
 
 
-def _imports_twice(tmp_path: Path, env: dict[str, str]) -> tuple[Path, str]:
-    """Import a module in two fresh interpreters; its bytecode file under the prefix."""
+def _imports_twice(tmp_path: Path, env: dict[str, str]) -> tuple[Path, str, bool]:
+    """Import a module in two fresh interpreters: its bytecode path, its value, and
+    whether the second interpreter loaded it from that bytecode (not from source)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "probe_mod.py").write_text("VALUE = 41 + 1\n")
@@ -49,16 +50,18 @@ def _imports_twice(tmp_path: Path, env: dict[str, str]) -> tuple[Path, str]:
     outs = []
     for _ in range(2):
         proc = subprocess.run(
-            [sys.executable, "-c", code],
+            [sys.executable, "-v", "-c", code],  # -v: where each import's code came from
             cwd=src,
             env=env,
             capture_output=True,
             text=True,
             check=True,
         )
-        outs.append(proc.stdout.split())
-    assert outs[0] == outs[1]
-    return Path(outs[0][0]), outs[0][1]
+        outs.append(proc)
+    first, second = (p.stdout.split() for p in outs)
+    assert first == second
+    read = f"code object from '{first[0]}'" in outs[1].stderr
+    return Path(first[0]), first[1], read
 
 
 def test_shell_exports_make_later_interpreters_write_and_read_the_cache(tmp_path):
@@ -82,17 +85,18 @@ def test_shell_exports_make_later_interpreters_write_and_read_the_cache(tmp_path
         check=True,
     ).stdout.split()  # fmt: skip
     assert shown == [str(prefix), "0"]
-    cached, value = _imports_twice(tmp_path, bytecode.environ_with_cache(env))
+    cached, value, read = _imports_twice(tmp_path, bytecode.environ_with_cache(env))
     assert value == "42"
     assert cached.is_file() and prefix in cached.parents
+    assert read  # the second interpreter did not compile it again
     assert not (tmp_path / "src" / "__pycache__").exists()  # the sources stay untouched
 
 
 def test_without_the_cache_such_a_runner_writes_nothing(tmp_path):
     # The control: what the runner does on its own (each interpreter compiles again).
     env = _clean_env(tmp_path, PYTHONDONTWRITEBYTECODE="1")
-    cached, _ = _imports_twice(tmp_path, env)
-    assert not cached.exists()
+    cached, _, read = _imports_twice(tmp_path, env)
+    assert not cached.exists() and not read
     assert not (tmp_path / "home" / ".cache").exists()
 
 
