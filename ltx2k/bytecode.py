@@ -11,8 +11,8 @@ compiled another ~50 modules that dynamo and inductor import lazily
 
 Python reads and writes bytecode under ``PYTHONPYCACHEPREFIX`` instead of next to
 the sources when it is set. So where ``PYTHONDONTWRITEBYTECODE`` is set and no
-prefix is, ltx2k points the prefix at ``$XDG_CACHE_HOME/ltx2k/pycache``
-(``~/.cache/...``) and lets Python write there: the sources and site-packages
+prefix is, ltx2k points the prefix at ``pycache`` in its cache folder
+(``~/.cache/ltx2k`` by default) and lets Python write there: the sources and site-packages
 stay untouched, which is what ``PYTHONDONTWRITEBYTECODE`` protects, and the
 cache outlives the job as the Triton and inductor caches do. Python checks each
 file against its source's size and mtime, so a stale one is never used.
@@ -35,11 +35,18 @@ PREFIX_VAR = "PYTHONPYCACHEPREFIX"
 NO_WRITE_VAR = "PYTHONDONTWRITEBYTECODE"
 
 
-def cache_dir(environ: Mapping[str, str]) -> str:
-    """ltx2k's bytecode cache folder under *environ*'s XDG cache (``~/.cache`` by default)."""
+def cache_root(environ: Mapping[str, str]) -> str:
+    """ltx2k's cache folder: ``LTX2K_CACHE_DIR``, else ``ltx2k`` under the XDG cache
+    (``~/.cache``). Defined here because this module imports nothing from ltx2k."""
+    if environ.get("LTX2K_CACHE_DIR"):
+        return environ["LTX2K_CACHE_DIR"]
     home = environ.get("HOME") or os.path.expanduser("~")
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    return os.path.join(base, "ltx2k", "pycache")
+    return os.path.join(environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ltx2k")
+
+
+def cache_dir(environ: Mapping[str, str]) -> str:
+    """The bytecode folder in ltx2k's cache folder."""
+    return os.path.join(cache_root(environ), "pycache")
 
 
 def wanted(environ: Mapping[str, str]) -> bool:

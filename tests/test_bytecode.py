@@ -16,7 +16,8 @@ def _clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in (bytecode.PREFIX_VAR, bytecode.NO_WRITE_VAR, "XDG_CACHE_HOME")
+        if k
+        not in (bytecode.PREFIX_VAR, bytecode.NO_WRITE_VAR, "XDG_CACHE_HOME", "LTX2K_CACHE_DIR")
     }
     env["HOME"] = str(tmp_path / "home")
     env.update(extra)
@@ -30,6 +31,14 @@ def test_a_runner_that_writes_no_bytecode_gets_the_cache_folder(tmp_path):
     assert env[bytecode.PREFIX_VAR] == str(tmp_path / "ltx2k" / "pycache")
     assert bytecode.NO_WRITE_VAR not in env
     assert env["KEEP"] == "x"
+
+
+def test_bytecode_lives_in_ltx2k_cache_folder_wherever_that_is(tmp_path, monkeypatch):
+    from ltx2k.measure import bandwidth
+
+    monkeypatch.setenv("LTX2K_CACHE_DIR", str(tmp_path / "c"))
+    assert bytecode.cache_dir(os.environ) == str(tmp_path / "c" / "pycache")
+    assert bandwidth.cache_path() == tmp_path / "c" / "copy_bandwidth.json"
 
 
 def test_a_chosen_prefix_or_a_runner_that_writes_bytecode_is_left_alone(tmp_path):

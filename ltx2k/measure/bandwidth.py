@@ -17,14 +17,13 @@ from pathlib import Path
 
 import torch
 
+from ltx2k import bytecode
+
 COPY_BYTES = 1 << 30
 
 
 def cache_path() -> Path:
-    root = os.environ.get("LTX2K_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ltx2k"
-    )
-    return Path(root) / "copy_bandwidth.json"
+    return Path(bytecode.cache_root(os.environ)) / "copy_bandwidth.json"
 
 
 def _device_key(on_gpu: bool) -> str:
