@@ -22,7 +22,14 @@ from __future__ import annotations
 # asv history. (Before the launch path became its own parameter, "blocked_lean",
 # "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
 # maps them to today's cells.)
-ROPE_VARIANTS: tuple[str, ...] = ("per_head", "blocked", "eager", "compiled", "blocked_wide")
+ROPE_VARIANTS: tuple[str, ...] = (
+    "per_head",
+    "blocked",
+    "eager",
+    "compiled",
+    "blocked_wide",
+    "tiled",
+)
 ADA_VARIANTS: tuple[str, ...] = (
     "separate",
     "slab",
@@ -36,7 +43,7 @@ ADA_VARIANTS: tuple[str, ...] = (
 LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 
 # The variant each public function runs by default (its ``variant=``).
-DEFAULT_VARIANT = {"split_rope": "blocked", "ada_values9": "slab_dconst"}
+DEFAULT_VARIANT = {"split_rope": "tiled", "ada_values9": "slab_dconst"}
 
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

@@ -111,11 +111,12 @@ def test_new_variants_are_registered_and_appended():
 
 
 def test_defaults_are_the_measured_winners():
-    """The blocked kernel and, for AdaLN, the grid kernel with D compiled in, each through
+    """The tiled kernel and, for AdaLN, the grid kernel with D compiled in, each through
     the native call path (host latency below eager's; docs/kernels/*.md)."""
     rope_params = inspect.signature(rope.apply_ltx2_split_rotary_emb).parameters
     ada_params = inspect.signature(adaln.ltx2_ada_values9).parameters
-    assert rope_params["variant"].default == "blocked" and rope_params["launch"].default == "auto"
+    assert rope_params["variant"].default == "tiled" and rope_params["launch"].default == "auto"
+    assert rope.CALLS[("tiled", "auto")] == ("tiled", "native")
     assert ada_params["variant"].default == "slab_dconst" and ada_params["launch"].default == "auto"
     assert rope.CALLS[("blocked", "auto")] == ("blocked", "native")
     assert adaln.CALLS[("slab_dconst", "auto")] == ("slab_dconst", "native")
@@ -192,15 +193,15 @@ def test_rope_padded_and_broadcast_views(variant, poison):
 
 
 # The documented wide configs, spelled out: (block_heads, head_blocks, num_warps).
-WIDE_CONFIG = {
-    1: (1, 1, 1),
-    3: (4, 1, 1),
-    8: (8, 1, 2),
-    16: (16, 1, 4),
-    17: (32, 1, 8),
-    32: (32, 1, 8),
-    33: (32, 2, 8),
-    1024: (32, 32, 8),
+WIDE_CONFIG = {  # H: (block_heads, head_blocks, num_warps, block_tokens)
+    1: (1, 1, 1, 1),
+    3: (4, 1, 1, 1),
+    8: (8, 1, 2, 1),
+    16: (16, 1, 4, 1),
+    17: (32, 1, 8, 1),
+    32: (32, 1, 8, 1),
+    33: (32, 2, 8, 1),
+    1024: (32, 32, 8, 1),
 }
 
 
@@ -686,10 +687,16 @@ _OFFLINE = textwrap.dedent(
 
     rope_types = ["*bf16"] * 4 + ["i32"] * 10
     out = {}
-    for name in ("blocked", "blocked_wide"):
-        cfg = rope.ALGORITHMS[name](32)
-        out[name] = build(rope._split_rope_kernel, rope_types,
-                          {"BLOCK_HEADS": cfg.block_heads, "BLOCK_HALF": 64}, cfg.num_warps)
+    def rope_build(name, head_dim, tokens):
+        cfg = rope.ALGORITHMS[name](32, head_dim, tokens, 132)
+        meta = {"BLOCK_HEADS": cfg.block_heads, "BLOCK_HALF": head_dim // 2,
+                "BLOCK_TOKENS": cfg.block_tokens}
+        return build(rope._split_rope_kernel, rope_types, meta, cfg.num_warps)
+
+    for name in ("blocked", "blocked_wide", "tiled"):
+        out[name] = rope_build(name, 128, 16384)
+    out["blocked_d64"] = rope_build("blocked", 64, 6144)
+    out["tiled_d64"] = rope_build("tiled", 64, 6144)
     out["slab"] = build(adaln._ada_values9_kernel, ["*bf16"] * 11 + ["i32"] * 2,
                         {"BLOCK_D": 4096}, 8)
     block_d, warps = adaln._grid_config(4096)
@@ -734,6 +741,18 @@ def test_offline_wide_uses_16_byte_accesses_and_fits_one_wave(offline):
     assert offline["blocked"]["v2"] > 0 and offline["blocked"]["v4"] == 0
     assert offline["blocked_wide"]["v4"] > 0 and offline["blocked_wide"]["v2"] == 0
     assert offline["blocked_wide"]["regs"] <= 32  # 65536 registers / (8 x 256 threads)
+
+
+@pytest.mark.slow
+def test_offline_tiled_widens_head_dim_64_accesses_at_full_occupancy(offline):
+    """tiled's premise (docs/kernels/split_rope.md): at D=64, blocked's 16 heads x 32 columns
+    over 256 threads leave each thread 2 bf16 (4-byte accesses); two tokens of 32 heads over
+    512 threads give each 4 (8-byte accesses). At <= 32 registers, four 512-thread CTAs fill
+    an SM's 2048 threads (65536 registers)."""
+    assert offline["blocked_d64"]["v2"] == 0 and offline["blocked_d64"]["v4"] == 0
+    assert offline["tiled_d64"]["v2"] > 0
+    for name in ("tiled", "tiled_d64"):
+        assert offline[name]["regs"] <= 32, offline[name]
 
 
 @pytest.mark.slow

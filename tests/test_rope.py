@@ -38,6 +38,12 @@ SHAPES = [
     (2, 1, 5, 64),
     (3, 2, 33, 16),
     (1, 3, 1, 2),
+    # "tiled" with several tokens per program (the interpreter counts as one SM):
+    # masked heads (5 of 8), a partial second head block (33 = 32 + 1) with 4 tokens
+    # per program, and masked columns (D=96 -> 48 of 64) with 2.
+    (2, 8, 5, 64),
+    (1, 16, 33, 16),
+    (4, 4, 3, 96),
 ]
 
 
@@ -204,15 +210,15 @@ def test_default_variant_is_blocked(record_launch):
 
 # The documented configurations (module docstring), spelled out for a few H.
 EXPECTED_CONFIG = {
-    # H: (per_head (block_heads, head_blocks, num_warps), blocked (...))
-    1: ((1, 1, 1), (1, 1, 1)),
-    3: ((1, 3, 1), (4, 1, 4)),
-    5: ((1, 5, 1), (8, 1, 8)),
-    16: ((1, 16, 1), (16, 1, 8)),
-    17: ((1, 17, 1), (16, 2, 8)),
-    24: ((1, 24, 1), (16, 2, 8)),
-    32: ((1, 32, 1), (16, 2, 8)),
-    1024: ((1, 1024, 1), (16, 64, 8)),
+    # H: (per_head (block_heads, head_blocks, num_warps, block_tokens), blocked (...))
+    1: ((1, 1, 1, 1), (1, 1, 1, 1)),
+    3: ((1, 3, 1, 1), (4, 1, 4, 1)),
+    5: ((1, 5, 1, 1), (8, 1, 8, 1)),
+    16: ((1, 16, 1, 1), (16, 1, 8, 1)),
+    17: ((1, 17, 1, 1), (16, 2, 8, 1)),
+    24: ((1, 24, 1, 1), (16, 2, 8, 1)),
+    32: ((1, 32, 1, 1), (16, 2, 8, 1)),
+    1024: ((1, 1024, 1, 1), (16, 64, 8, 1)),
 }
 
 
@@ -223,26 +229,68 @@ def test_launch_config_table(H):
     assert tuple(rope.ALGORITHMS["blocked"](H)) == blocked
 
 
+# (head_dim, tokens = B*S, num_sms): decode-sized and video-sized grids, odd and
+# power-of-two token counts, the smallest and largest head dims.
+PROBLEMS = [
+    (2, 1, 132),
+    (64, 100, 132),
+    (64, 6144, 132),
+    (128, 16384, 132),
+    (128, 13377, 132),
+    (512, 8192, 132),
+    (64, 24, 1),
+    (96, 40, 1),
+]
+
+
+# "tiled" at production problems on a 132-SM GPU: (H, D, tokens) -> (block_heads,
+# head_blocks, num_warps, block_tokens). A whole token's 32 heads per program, two
+# tokens where one is half a tile (D=64, or 16 heads of 128), one token at D=128;
+# blocked's configuration where the grid would leave SMs idle (decode, 1k tokens).
+TILED_CONFIG = {
+    (32, 64, 6144): (32, 1, 16, 2),
+    (32, 64, 1536): (32, 1, 8, 1),
+    (32, 64, 6145): (32, 1, 8, 1),
+    (32, 128, 16384): (32, 1, 16, 1),
+    (16, 128, 4096): (16, 1, 16, 2),
+    (32, 128, 1024): (16, 2, 8, 1),
+    (32, 64, 100): (16, 2, 8, 1),
+    (32, 256, 8192): (16, 2, 16, 1),
+}
+
+
+@pytest.mark.parametrize("problem", sorted(TILED_CONFIG), ids=str)
+def test_tiled_config_table(problem):
+    assert tuple(rope.ALGORITHMS["tiled"](*problem, 132)) == TILED_CONFIG[problem]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_launch_config_covers_every_head_once(variant):
+def test_launch_config_covers_every_head_and_token_once(variant):
     for H in range(1, rope.MAX_HEADS + 1):
-        cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H)
-        bh = cfg.block_heads
-        assert bh & (bh - 1) == 0, f"H={H}: BLOCK_HEADS={bh} must be a power of two (tl.arange)"
-        assert bh * cfg.head_blocks >= H, f"H={H}: {cfg} leaves heads uncovered"
-        assert bh * (cfg.head_blocks - 1) < H, f"H={H}: {cfg} launches an empty head block"
-        assert 1 <= cfg.num_warps <= 8 and cfg.num_warps & (cfg.num_warps - 1) == 0
+        for head_dim, tokens, num_sms in PROBLEMS:
+            cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H, head_dim, tokens, num_sms)
+            bh, bt = cfg.block_heads, cfg.block_tokens
+            where = f"H={H} D={head_dim} tokens={tokens}: {cfg}"
+            assert bh & (bh - 1) == 0, f"{where}: BLOCK_HEADS must be a power of two (tl.arange)"
+            assert bh * cfg.head_blocks >= H, f"{where} leaves heads uncovered"
+            assert bh * (cfg.head_blocks - 1) < H, f"{where} launches an empty head block"
+            assert bt & (bt - 1) == 0 and tokens % bt == 0, f"{where}: a partial token block"
+            assert 1 <= cfg.num_warps <= rope.MAX_WARPS
+            assert cfg.num_warps & (cfg.num_warps - 1) == 0
 
 
-@pytest.mark.parametrize("shape", [(1, 4, 3, 64), (2, 1, 17, 96), (1, 2, 24, 128)], ids=shape_id)
+@pytest.mark.parametrize(
+    "shape", [(1, 4, 3, 64), (2, 1, 17, 96), (1, 2, 24, 128), (2, 8, 5, 64)], ids=shape_id
+)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_launched_with_variant_config(variant, shape, record_launch):
     B, S, H, D = shape
     recorder = record_launch(rope, "_split_rope_kernel")
     rope.apply_ltx2_split_rotary_emb(*rope_inputs(*shape, seed=0), variant=variant)
-    cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H)
+    cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H, D, B * S, 1)
     [(grid, meta)] = recorder.launches
-    assert grid == (B * S, cfg.head_blocks)
+    assert grid == (B * S // cfg.block_tokens, cfg.head_blocks)
+    assert meta["BLOCK_TOKENS"] == cfg.block_tokens
     assert meta["BLOCK_HEADS"] == cfg.block_heads
     assert meta["num_warps"] == cfg.num_warps
     assert meta["BLOCK_HALF"] == triton.next_power_of_2(D // 2)
@@ -343,7 +391,7 @@ def test_checks_catch_mutant_launch(variant, mutant, check, poison, record_launc
     assert len(recorder.launches) == 1  # the mutant really ran
 
 
-def _drop_last_head_block(num_heads: int) -> rope.LaunchConfig:
+def _drop_last_head_block(num_heads: int, *_problem: int) -> rope.LaunchConfig:
     cfg = rope.ALGORITHMS["blocked"](num_heads)
     return cfg._replace(head_blocks=num_heads // cfg.block_heads)
 

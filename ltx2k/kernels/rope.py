@@ -1,4 +1,4 @@
-"""Split rotary position embedding (LTX-2 layout) as one Triton kernel: three algorithms.
+"""Split rotary position embedding (LTX-2 layout) as one Triton kernel: four algorithms.
 
 Layout: ``x`` is ``[B, S, H*D]``; each head's ``D`` values are two halves
 ``x1 = x[..., :D/2]`` and ``x2 = x[..., D/2:]``; ``cos``/``sin`` are
@@ -15,12 +15,18 @@ The device algorithms (``variant=``) are launch parameters of the same kernel,
 not copies of it:
 
 - ``"per_head"`` (sglang's original kernel): grid ``(B*S, H)``, one head per program, 1 warp.
-- ``"blocked"`` (optimized): ``BLOCK_HEADS = min(16, next_pow2(H))`` heads per
+- ``"blocked"``: ``BLOCK_HEADS = min(16, next_pow2(H))`` heads per
   program, grid ``(B*S, cdiv(H, BLOCK_HEADS))``, 2-D masks over
   (heads, half-dim), ``num_warps = min(8, max(1, BLOCK_HEADS))``.
 - ``"blocked_wide"``: ``BLOCK_HEADS = min(32, next_pow2(H))``,
   ``num_warps = max(1, BLOCK_HEADS // 4)``: twice the bytes per program at
   H=32 and 16-byte accesses at D=128 (see ``_wide``; docs/kernels/split_rope.md).
+- ``"tiled"`` (the default): a (tokens, heads, half-dim) tile of about
+  ``TILE_ELEMENTS`` per half-operand: a whole token's heads (up to 32) and, where one
+  token is less than a tile (head dim 64), ``BLOCK_TOKENS`` tokens, a power of two
+  dividing ``B*S``; ``ELEMENTS_PER_THREAD`` per thread sets ``num_warps``. Where that grid
+  would have fewer than ``MIN_PROGRAMS_PER_SM`` programs per SM (decode shapes) it takes
+  ``"blocked"``'s configuration (see ``_tiled``; docs/kernels/split_rope.md).
 
 The host launch path (``launch=``) is a second parameter; every path launches
 the same compiled kernel with the same grid, so only host latency differs:
@@ -40,6 +46,7 @@ Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -52,6 +59,27 @@ from ltx2k.kernels import _checks, _launch, _native
 
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 512
+
+
+@triton.jit
+def _rotate(x_at, cos_at, sin_at, out_at, HALF, mask):
+    # One tile of any shape: x_at/out_at point at first-half elements, cos_at/sin_at at
+    # their angles; the second half of each head is HALF elements further on.
+    x1 = tl.load(x_at, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_at + HALF, mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(cos_at, mask=mask, other=0.0).to(tl.float32)
+    sn = tl.load(sin_at, mask=mask, other=0.0).to(tl.float32)
+
+    # The cos product is rounded to bf16 *before* the sine term is added, as the
+    # eager bf16 `split_x * cos` does; an FMA over the unrounded product would
+    # change output bits. The sine product of two bf16 values is exact in fp32,
+    # so whether the compiler contracts `- x2 * sn` into an FMA cannot matter.
+    c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
+    c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
+    out1 = c1 - x2 * sn
+    out2 = c2 + x1 * sn
+    tl.store(out_at, out1.to(tl.bfloat16), mask=mask)
+    tl.store(out_at + HALF, out2.to(tl.bfloat16), mask=mask)
 
 
 @triton.jit
@@ -77,53 +105,69 @@ def _split_rope_kernel(
     # Triton vectorise the half-dim loads (BLOCK_HALF contiguous bf16 per head)
     BLOCK_HEADS: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    # tokens per program; the launcher picks a power of two that divides B*S, so no
+    # program holds a partial token block and no token mask is needed
+    BLOCK_TOKENS: tl.constexpr,
 ):
-    tok = tl.program_id(0)  # flattened (b, s)
     head_block = tl.program_id(1)
-    # int64 row bases: B*S*H*D exceeds 2**31 for long videos
-    b = (tok // S).to(tl.int64)
-    s = (tok % S).to(tl.int64)
-
     heads = head_block * BLOCK_HEADS + tl.arange(0, BLOCK_HEADS)
     cols = tl.arange(0, BLOCK_HALF)
-    mask = (heads[:, None] < H) & (cols[None, :] < HALF)
-
-    x_row = x_ptr + tok.to(tl.int64) * stride_x_tok
-    out_row = out_ptr + tok.to(tl.int64) * stride_x_tok
-    first = heads[:, None] * (2 * HALF) + cols[None, :]
-    cs_cos = cos_ptr + b * stride_cos_b + s * stride_cos_s
-    cs_sin = sin_ptr + b * stride_sin_b + s * stride_sin_s
-
-    x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(x_row + first + HALF, mask=mask, other=0.0).to(tl.float32)
-    c = tl.load(cs_cos + heads[:, None] * stride_cos_h + cols[None, :], mask=mask, other=0.0)
-    sn = tl.load(cs_sin + heads[:, None] * stride_sin_h + cols[None, :], mask=mask, other=0.0)
-    c = c.to(tl.float32)
-    sn = sn.to(tl.float32)
-
-    # The cos product is rounded to bf16 *before* the sine term is added, as the
-    # eager bf16 `split_x * cos` does; an FMA over the unrounded product would
-    # change output bits. The sine product of two bf16 values is exact in fp32,
-    # so whether the compiler contracts `- x2 * sn` into an FMA cannot matter.
-    c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
-    c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
-    out1 = c1 - x2 * sn
-    out2 = c2 + x1 * sn
-    tl.store(out_row + first, out1.to(tl.bfloat16), mask=mask)
-    tl.store(out_row + first + HALF, out2.to(tl.bfloat16), mask=mask)
+    if BLOCK_TOKENS == 1:
+        tok = tl.program_id(0)  # flattened (b, s)
+        # int64 row bases: B*S*H*D exceeds 2**31 for long videos
+        b = (tok // S).to(tl.int64)
+        s = (tok % S).to(tl.int64)
+        mask = (heads[:, None] < H) & (cols[None, :] < HALF)
+        first = heads[:, None] * (2 * HALF) + cols[None, :]
+        x_row = tok.to(tl.int64) * stride_x_tok
+        cos_at = cos_ptr + b * stride_cos_b + s * stride_cos_s
+        sin_at = sin_ptr + b * stride_sin_b + s * stride_sin_s
+        _rotate(
+            x_ptr + x_row + first,
+            cos_at + heads[:, None] * stride_cos_h + cols[None, :],
+            sin_at + heads[:, None] * stride_sin_h + cols[None, :],
+            out_ptr + x_row + first,
+            HALF,
+            mask,
+        )
+    else:
+        # A (tokens, heads, half-dim) tile: at small head dims one token's heads are
+        # too few bytes per program to keep HBM busy (docs/kernels/split_rope.md).
+        toks = (tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)).to(tl.int64)
+        b = toks // S
+        s = toks % S
+        mask = (heads[None, :, None] < H) & (cols[None, None, :] < HALF)  # broadcast by tl.load
+        first = toks[:, None, None] * stride_x_tok + heads[None, :, None] * (2 * HALF)
+        first += cols[None, None, :]
+        cos_at = (b * stride_cos_b + s * stride_cos_s)[:, None, None]
+        sin_at = (b * stride_sin_b + s * stride_sin_s)[:, None, None]
+        _rotate(
+            x_ptr + first,
+            cos_ptr + cos_at + heads[None, :, None] * stride_cos_h + cols[None, None, :],
+            sin_ptr + sin_at + heads[None, :, None] * stride_sin_h + cols[None, None, :],
+            out_ptr + first,
+            HALF,
+            mask,
+        )
 
 
 class LaunchConfig(NamedTuple):
     block_heads: int
     head_blocks: int  # grid dim 1
     num_warps: int
+    block_tokens: int = 1  # tokens per program (grid dim 0 is B*S / block_tokens)
 
 
-def _per_head(num_heads: int) -> LaunchConfig:
+# A configuration is a function of the problem: (num_heads, head_dim, tokens = B*S,
+# num_sms of the device). The first three algorithms read only the head count.
+ConfigFn = Callable[..., LaunchConfig]
+
+
+def _per_head(num_heads: int, *_problem: int) -> LaunchConfig:
     return LaunchConfig(block_heads=1, head_blocks=num_heads, num_warps=1)
 
 
-def _blocked(num_heads: int) -> LaunchConfig:
+def _blocked(num_heads: int, *_problem: int) -> LaunchConfig:
     # 16 heads x D/2=64 bf16 = 2 KiB per operand per program: enough bytes in
     # flight per program to cover HBM latency at production sizes, while a
     # token's 32 heads still split over 2 programs for parallelism at small S.
@@ -133,7 +177,7 @@ def _blocked(num_heads: int) -> LaunchConfig:
     )
 
 
-def _wide(num_heads: int) -> LaunchConfig:
+def _wide(num_heads: int, *_problem: int) -> LaunchConfig:
     # More bytes in flight per program for cold L2: 32 heads x D/2=64 bf16 =
     # 4 KiB per operand (16 KiB of loads) per program, one whole token at the
     # production H=32. B1_S1024_H32 then runs 1024 programs, one wave at 8 per
@@ -147,11 +191,49 @@ def _wide(num_heads: int) -> LaunchConfig:
     )
 
 
-# The device algorithms (variant=): how many heads a program handles, with how many warps.
-ALGORITHMS: dict[str, Callable[[int], LaunchConfig]] = {
+# "tiled": elements of one half-operand per program. 2048 bf16 is 4 KiB of x1, so
+# 16 KiB of loads with x2, cos and sin: the tile that streamed best at both head dims
+# in the H200 sweep (docs/kernels/split_rope.md, "tiled").
+TILE_ELEMENTS = 2048
+# Each thread holds 4 elements of each operand: at D=128 more warps with 8-byte
+# accesses kept more bytes in flight than fewer warps with 16-byte ones.
+ELEMENTS_PER_THREAD = 4
+MAX_WARPS = 16
+MAX_BLOCK_TOKENS = 16
+# A grid with fewer whole tiles than this many per SM leaves SMs idle at the ramp
+# and the tail; "tiled" then takes "blocked"'s smaller programs (decode shapes).
+MIN_PROGRAMS_PER_SM = 8
+
+
+def _tiled(num_heads: int, head_dim: int, tokens: int, num_sms: int) -> LaunchConfig:
+    # A program covers a whole token's heads (up to 32), and several tokens where one
+    # token is less than a tile (head dim 64: 32 heads x 32 = 1024 elements per half).
+    # Tokens per program is a power of two dividing B*S, so no token mask is needed.
+    half = triton.next_power_of_2(max(1, head_dim // 2))
+    bh = min(32, triton.next_power_of_2(num_heads), max(1, TILE_ELEMENTS // half))
+    head_blocks = triton.cdiv(num_heads, bh)
+    min_programs = MIN_PROGRAMS_PER_SM * num_sms
+    if tokens * head_blocks < min_programs:
+        return _blocked(num_heads)
+    bt = 1
+    while (
+        2 * bt <= MAX_BLOCK_TOKENS
+        and 2 * bt * bh * half <= TILE_ELEMENTS
+        and tokens % (2 * bt) == 0
+        and tokens // (2 * bt) * head_blocks >= min_programs
+    ):
+        bt *= 2
+    warps = min(MAX_WARPS, max(1, bt * bh * half // (32 * ELEMENTS_PER_THREAD)))
+    return LaunchConfig(bh, head_blocks, triton.next_power_of_2(warps), bt)
+
+
+# The device algorithms (variant=): how many tokens and heads a program handles, with how
+# many warps. Append only: a name is the key of its benchmark history.
+ALGORITHMS: dict[str, ConfigFn] = {
     "per_head": _per_head,
     "blocked": _blocked,
     "blocked_wide": _wide,
+    "tiled": _tiled,
 }
 # Names that once named an (algorithm, launch path) pair; still accepted as variant=.
 LEGACY_VARIANTS = {"blocked_lean": ("blocked", "lean"), "blocked_native": ("blocked", "native")}
@@ -161,6 +243,15 @@ CALLS = _launch.call_table(ALGORITHMS, ALGORITHMS, LEGACY_VARIANTS)
 VARIANTS = tuple(ALGORITHMS) + tuple(LEGACY_VARIANTS)
 # One native memo per algorithm (a memo is keyed by the inputs' layout only).
 _SITES = {a: _native.Site(f"split_rope/{a}", n_inputs=3, unbind=False) for a in ALGORITHMS}
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    # The interpreter runs programs one after another: one "SM", so small CPU tests
+    # still reach every configuration.
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
@@ -222,9 +313,11 @@ def apply_ltx2_split_rotary_emb(
         x: ``[B, S, H*D]`` bf16, contiguous.
         cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
             (e.g. a transposed ``[B, S, H, D/2]`` view).
-        variant: the device algorithm: ``"blocked"`` (default: up to 16 heads per
-            program, adaptive ``num_warps``), ``"per_head"`` (sglang's original: one
-            head per program) or ``"blocked_wide"`` (up to 32 heads per program).
+        variant: the device algorithm: ``"tiled"`` (default: a tile of tokens x heads
+            sized to the problem, ``"blocked"``'s configuration at decode sizes),
+            ``"blocked"`` (up to 16 heads per program, adaptive ``num_warps``),
+            ``"per_head"`` (sglang's original: one head per program) or
+            ``"blocked_wide"`` (up to 32 heads per program).
             ``"blocked_lean"`` and ``"blocked_native"`` are older names of
             ``"blocked"`` with ``launch="lean"`` / ``"native"``.
         launch: the host path: ``"auto"`` (default: ``"native"``), ``"native"`` (after
@@ -258,15 +351,16 @@ def apply_ltx2_split_rotary_emb(
         _checks.real_data(x=x, cos=cos, sin=sin, out=out)
     if B * S == 0:
         return out
-    cfg = ALGORITHMS[algo](H)
+    cfg = ALGORITHMS[algo](H, D, B * S, _num_sms(x.device))
     half = D // 2
+    grid = (B * S // cfg.block_tokens, cfg.head_blocks)
     if path != "triton":
-        grid = (B * S, cfg.head_blocks)
         # H * D: the token stride of a contiguous [B, S, H*D] (see below)
         scalars = (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3])
         constexprs = (
             ("BLOCK_HEADS", cfg.block_heads),
             ("BLOCK_HALF", triton.next_power_of_2(half)),
+            ("BLOCK_TOKENS", cfg.block_tokens),
         )
         if path == "native":
             _SITES[algo].launch_and_record(
@@ -284,7 +378,7 @@ def apply_ltx2_split_rotary_emb(
                 _split_rope_kernel, grid, (x, cos, sin, out), scalars, constexprs, cfg.num_warps
             )
         return out
-    _split_rope_kernel[(B * S, cfg.head_blocks)](
+    _split_rope_kernel[grid](
         x,
         cos,
         sin,
@@ -303,6 +397,7 @@ def apply_ltx2_split_rotary_emb(
         sin.stride(2),
         BLOCK_HEADS=cfg.block_heads,
         BLOCK_HALF=triton.next_power_of_2(half),
+        BLOCK_TOKENS=cfg.block_tokens,
         num_warps=cfg.num_warps,
     )
     return out
