@@ -26,7 +26,13 @@ ROPE = [
     shapes.RopeShape(1, 4096, 16, 128),
     shapes.RopeShape(4, 1152, 32, 128),
     shapes.RopeShape(4, 25, 32, 64),
+    # "tiled" beyond "blocked"'s configuration: two tokens per program (D=64), masked
+    # heads (24 of 32) with two tokens, and an odd token count (one token per program).
+    shapes.RopeShape(1, 6144, 32, 64),
+    shapes.RopeShape(2, 2048, 24, 64),
+    shapes.RopeShape(1, 6145, 32, 64),
 ]
+TILED = ROPE[4]
 ADA = [
     shapes.AdaShape(1, 1, 4096, "bf16"),
     shapes.AdaShape(1, 1, 4096, "fp32"),
@@ -94,15 +100,47 @@ def test_rope_fma_would_differ():
     assert not torch.equal(fused.to(torch.bfloat16).view_as(ref), ref)
 
 
-# None: the default variant (the lean launch path, which must step aside for dynamo).
+def test_tiled_takes_its_own_configurations_on_this_gpu():
+    """The shapes above reach every branch of "tiled" here, so the tests are not vacuous."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cfgs = [rope.ALGORITHMS["tiled"](s.H, s.D, s.B * s.S, sms) for s in ROPE[4:]]
+    assert [c.block_tokens for c in cfgs] == [2, 2, 1]
+    assert cfgs[0] != rope.ALGORITHMS["blocked"](32)
+    assert rope.ALGORITHMS["tiled"](32, 64, 100, sms) == rope.ALGORITHMS["blocked"](32)
+
+
+# None: the default variant (the native launch path, which must step aside for dynamo).
+@pytest.mark.parametrize("shape", [ROPE[3], TILED], ids=lambda s: s.label)
 @pytest.mark.parametrize("variant", [None, "blocked"], ids=str)
-def test_compile_fullgraph_rope(variant):
+def test_compile_fullgraph_rope(variant, shape):
     from ltx2k import apply_ltx2_split_rotary_emb
 
     kw = {} if variant is None else {"variant": variant}
-    x, cos, sin = cases.rope_inputs(ROPE[3], "cuda", seed=1)
+    x, cos, sin = cases.rope_inputs(shape, "cuda", seed=1)
     rope_c = torch.compile(apply_ltx2_split_rotary_emb, fullgraph=True, dynamic=False)
     _assert_bitexact(rope_c(x, cos, sin, **kw), reference.split_rotary_reference(x, cos, sin))
+
+
+@pytest.mark.parametrize("launch", ["native", "lean", "triton"])
+def test_tiled_cuda_graph_replay_with_new_inputs(launch):
+    """The default under CUDA graphs at a shape where it runs its own tile: the replay reads
+    the captured addresses' new values."""
+    x, cos, sin = cases.rope_inputs(TILED, "cuda", seed=3)
+    fn = cases.variant_fn("split_rope", "tiled", launch)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn(x, cos, sin)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(x, cos, sin)
+    for t in (x, cos, sin):
+        t.copy_(t.flip(-1))
+    graph.replay()
+    torch.cuda.synchronize()
+    _assert_bitexact(out, reference.split_rotary_reference(x, cos, sin))
 
 
 @pytest.mark.parametrize("variant", [None, "slab"], ids=str)
