@@ -28,7 +28,7 @@ import tempfile
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +127,25 @@ class Corpus:
         for i, s in enumerate(self.series):
             out[(s.machine, s.metric)].append(i)
         return dict(out)
+
+    def window(self, before: int) -> Corpus:
+        """Every series cut to its last *before* runs and HEAD, as ``ltx2k regress --last``
+        sees it: a step whose old level is no longer in the window is no step in it."""
+        out = []
+        for s in self.series:
+            start = max(0, s.n - before - 1)
+            index = None if s.step_index is None else s.step_index - start
+            keep = index is not None and index >= 1
+            out.append(
+                replace(
+                    s,
+                    values=s.values[start:],
+                    samples=s.samples[start:],
+                    step_index=index if keep else None,
+                    step_ratio=s.step_ratio if keep else None,
+                )
+            )
+        return Corpus(seed=self.seed, series=tuple(out))
 
     def describe(self) -> dict:
         ss = self.series

@@ -43,6 +43,7 @@ OTAVA_VENV = REPO / ".asv" / "otava-venv"
 class Found:
     index: int
     last_good_index: int
+    suspected: bool = False  # ltx2k's step seen on one run, not flagged (Detection.suspect)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,10 @@ def _ltx2k_batch(corpus: Corpus, jobs: list[Job], min_effect: float) -> list[lis
             prior=priors[key],
             min_effect=min_effect,
         )
-        out.append([Found(int(st.index), int(st.last_good_index)) for st in res.steps])
+        found = [Found(int(st.index), int(st.last_good_index)) for st in res.steps]
+        if res.suspect is not None:
+            found.append(Found(int(res.suspect.index), int(res.suspect.last_good_index), True))
+        out.append(found)
     return out
 
 

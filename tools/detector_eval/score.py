@@ -71,8 +71,9 @@ class Outcome:
     """One series under one method: the verdict at HEAD and, for a step, when it was first seen."""
 
     series: Series
-    head: Verdict
+    head: Verdict  # flagged steps only
     first_seen: int | None = None  # runs on the new level at the first matching cut
+    head_any: Verdict | None = None  # flagged or suspected steps (ltx2k's suspects)
 
     @property
     def within(self) -> bool:
@@ -102,10 +103,12 @@ def outcomes(corpus: Corpus, jobs: Sequence[Job], found: Sequence[list[Found]]) 
         first = None
         if s.step_index is not None:
             for end in sorted(cuts):
-                if end > s.step_index and judge(cuts[end], s.step_index).tp:
+                flagged = [f for f in cuts[end] if not f.suspected]
+                if end > s.step_index and judge(flagged, s.step_index).tp:
                     first = end - s.step_index
                     break
-        out.append(Outcome(s, judge(cuts[s.n], s.step_index), first))
+        flagged = [f for f in cuts[s.n] if not f.suspected]
+        out.append(Outcome(s, judge(flagged, s.step_index), first, judge(cuts[s.n], s.step_index)))
     return out
 
 
@@ -182,7 +185,14 @@ def summarise(outs: Sequence[Outcome]) -> dict:
             }
         )
     within_q = sum(o.within for o in qual)
+    anyv = [o.head_any or o.head for o in qual]
     return {
+        # Flagged or suspected: a suspect names its step and ltx2k confirm as the next step.
+        "recall_qualifying_or_suspected": _rate(sum(v.tp for v in anyv), len(qual)),
+        "exact_qualifying_or_suspected": _rate(sum(v.exact for v in anyv), len(qual)),
+        "suspected_unchanged": _rate(
+            sum((o.head_any or o.head).reported > o.head.reported for o in unchanged), n_unch
+        ),
         "series": len(outs),
         "unchanged": n_unch,
         "steps": len(steps),
@@ -536,3 +546,50 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- short histories ---------------------------------------------------------------
+
+SHORT_WINDOWS = (4, 5, 6)  # runs before HEAD: ``ltx2k regress --last N`` on a new runner
+SHORT_KEYS = (
+    "false_flag_rate",
+    "suspected_unchanged",
+    "recall_qualifying",
+    "recall_qualifying_or_suspected",
+    "exact_qualifying_or_suspected",
+    "qualifying_steps",
+    "unchanged",
+)
+
+
+def short_histories(corpus: Corpus, methods: dict[str, Method], windows=SHORT_WINDOWS) -> dict:
+    """HEAD-only scores of every method on the corpus cut to each window."""
+    out = {}
+    for w in windows:
+        cut = corpus.window(w)
+        out[str(w)] = {}
+        for name, method in methods.items():
+            outs, _ = run_method(method, cut, latency=False)
+            s = summarise(outs)
+            out[str(w)][name] = {k: s[k] for k in SHORT_KEYS}
+    return out
+
+
+def short_table(results: dict) -> str:
+    lines = [
+        "| runs before HEAD | method | false flags | suspected (unchanged) | recall, flagged "
+        "| recall, flagged or suspected | first bad commit named | qualifying |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for w, block in results.items():
+        for name, m in block.items():
+            cells = [
+                _pct(m["false_flag_rate"]),
+                _pct(m["suspected_unchanged"]),
+                _pct(m["recall_qualifying"]),
+                _pct(m["recall_qualifying_or_suspected"]),
+                _pct(m["exact_qualifying_or_suspected"]),
+                str(m["qualifying_steps"]),
+            ]
+            lines.append(f"| {w} | `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
