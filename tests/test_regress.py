@@ -504,7 +504,7 @@ def test_cli_regression_exit_2_and_json_schema(hist, tmp_path, capsys):
     regression_lines = md.split("### Regressions")[1].split("###")[0]
     # Six cold-time cells, and the % of copy bandwidth computed from each of them.
     assert regression_lines.count(f"| {A100} |") == 12 and f"| {H200} |" not in regression_lines
-    assert regression_lines.count("| track_pct_copy_bandwidth |") == 6
+    assert regression_lines.count(f"| {A100} | SplitRope | track_pct_copy_bandwidth |") == 6
     assert capsys.readouterr().out == ""  # --markdown given: nothing on stdout
 
 

@@ -108,16 +108,16 @@ _OWN_BAND = (0.02, 0.9)
 # since a cell that happened to repeat one level for a few runs looks quiet.
 SHORT_HISTORY = 8
 _OWN_BAND_SHORT = (0.0, 0.99)
-# In a short history a split with one run on a side (HEAD, or the first run of
-# a window no longer than RECENT + 1) is flagged at this share of alpha only:
-# its noise is mostly the pool's, whose tails one run can fall in. Between
-# the two bars the step is suspected (SUSPECT_ALPHA).
-_SINGLE_RUN_SHARE = 0.2
+# In a short history a step is flagged at this share of alpha only: its noise
+# is mostly the pool's, whose tails (and cells that alternate between two
+# levels) a few runs cannot show. A step significant at alpha but not at this
+# share is *suspected*.
+_SHORT_FLAG_SHARE = 0.2
 # A step seen on one run (at HEAD, or the window's first run as the old level)
-# but not flagged is *suspected* when that one run, against the level on its
-# other side, reaches this level: the report names ``ltx2k confirm`` (an
-# interleaved re-measurement) as the next step, instead of a flag that the
-# next run may undo.
+# but not flagged is also suspected when that one run, against the level on
+# its other side, reaches this level. For a suspect the report names
+# ``ltx2k confirm`` (an interleaved re-measurement of the two commits) as the
+# next step, instead of a flag that the next run may undo.
 SUSPECT_ALPHA = 0.02
 
 
@@ -156,7 +156,7 @@ class Step:
     runs_after: int  # runs in the new level's segment
     persists: bool  # >= 2 runs on the new level and no later step undoing it
     significant_only: bool = False  # below the practical minimum size: not reported
-    suspected: bool = False  # one run off the level at SUSPECT_ALPHA only: not a change
+    suspected: bool = False  # short history, not significant enough to flag (SUSPECT_ALPHA)
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,8 @@ class Detection:
     steps: tuple[Step, ...]  # reported: significant and at least min_effect
     changes: tuple[Step, ...]  # every significant change, reported or not
     noise: Noise
-    # A step with one run on a side (HEAD's, or the window's first), at least
-    # min_effect, significant at SUSPECT_ALPHA but not flagged; None when none.
+    # The most significant suspected step (see _SHORT_FLAG_SHARE, SUSPECT_ALPHA),
+    # at least min_effect; None when there is none.
     suspect: Step | None = None
 
     @property
@@ -300,7 +300,28 @@ def _own_band(n_runs: int) -> tuple[float, float]:
     return float(lo) if band[0] > 0 else 0.0, float(hi)
 
 
-def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float | None:
+def _own_weight(n_runs: int, spread: float) -> float | None:
+    """The weight of a short series' own log noise estimate, where it is above the pool's.
+
+    The pool says the cell's log noise lies around log(prior.sigma) with
+    standard deviation ``spread``; the cell's own estimate measures it with
+    standard deviation _log_sd(n_runs). Weighting each by its precision (the
+    normal-normal posterior mean) trusts a varied pool less and a long series
+    more; never less than the weight runs get in a long history. It applies
+    only to an estimate above the pool's: below it, a few runs that happened to
+    repeat one level (a cell that alternates between two) would look quiet, so
+    the long-history rule stays. None: that rule applies (8 or more runs, or a
+    pool of one noise).
+    """
+    if n_runs >= SHORT_HISTORY or spread <= 0:
+        return None
+    dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
+    return max(dof / (dof + PRIOR_WEIGHT), spread**2 / (spread**2 + _log_sd(n_runs) ** 2))
+
+
+def _combine(
+    own: float | None, n_runs: int, prior: NoisePrior | None, spread: float = 0.0
+) -> float | None:
     if prior is None:
         return own
     if own is None:
@@ -308,6 +329,9 @@ def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float 
     lo, hi = _own_band(n_runs)
     if not lo * prior.sigma <= own <= hi * prior.sigma:
         return own
+    w = _own_weight(n_runs, spread)
+    if w is not None and own > prior.sigma:
+        return math.exp(w * math.log(own) + (1.0 - w) * math.log(prior.sigma))
     dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
     return math.sqrt((PRIOR_WEIGHT * prior.sigma**2 + dof * own**2) / (PRIOR_WEIGHT + dof))
 
@@ -364,6 +388,9 @@ def _null_max(
     if prior:
         dof = _ESTIMATOR_EFFICIENCY * (n - 1)
         pooled = np.sqrt((PRIOR_WEIGHT + dof * own**2) / (PRIOR_WEIGHT + dof))
+        w = _own_weight(n, spread)
+        if w is not None:
+            pooled = np.where(own > 1.0, np.exp(w * np.log(np.maximum(own, 1e-300))), pooled)
         lo, hi = _own_band(n)
         sigma = np.where((own < lo) | (own > hi), own, pooled)
     else:
@@ -472,7 +499,12 @@ def detect(
             if se is not None:
                 ses.append(se)
     within = float(np.median(ses)) if ses else None
-    sigma = _combine(own, n, prior if log_scale else None)
+    # In a short history the prior carries most of the noise estimate, so how much
+    # the pool's cells differ enters it and its calibration (quantised for the cache).
+    spread = 0.0
+    if prior is not None and log_scale and prior.sigma > 0 and n < SHORT_HISTORY:
+        spread = round(prior.spread, 1)
+    sigma = _combine(own, n, prior if log_scale else None, spread)
     noise = Noise(
         sigma if sigma is not None else math.nan,
         own,
@@ -490,9 +522,6 @@ def detect(
     if use_prior and within:
         # Quantised so that the calibration cache is shared by similar series.
         floor_ratio = round(within / prior.sigma, 1)
-    # In a short history the prior carries most of the noise estimate, so how much
-    # the pool's cells differ enters the calibration (quantised for the cache).
-    spread = round(prior.spread, 1) if use_prior and n < SHORT_HISTORY else 0.0
 
     # A single odd run inside the history is an outlier, not two steps: it is far
     # from the runs on both sides of it, where the first run of a new level is close
@@ -539,8 +568,7 @@ def detect(
                     )
                     p *= 1.0 / (1.0 - _WHOLE_SHARE)
             k = int(ks[j])
-            single = min(k - lo, hi - k) == 1 and n < SHORT_HISTORY
-            if p >= (alpha * _SINGLE_RUN_SHARE if single else alpha):
+            if p >= alpha:
                 return
         splits.append((k, p))
         segment(lo, k)
@@ -579,10 +607,11 @@ def detect(
                 persists=len(after) >= 2 and not undone,
                 # Multiplicative, so a 2% slowdown and its undoing count alike.
                 significant_only=max(ratio, 1.0 / ratio) < 1.0 + min_effect if ratio > 0 else False,
+                suspected=n < SHORT_HISTORY and p >= alpha * _SHORT_FLAG_SHARE,
             )
         )
-    reported = tuple(c for c in changes if not c.significant_only)
-    candidates = []
+    reported = tuple(c for c in changes if not (c.significant_only or c.suspected))
+    candidates: list[Step | None] = [c for c in changes if c.suspected and not c.significant_only]
     null = (use_prior, floor_ratio, spread)
     if not exact and not (splits and splits[-1][0] == n - 1):
         candidates.append(_suspect(y, bounds[-2], eff, log_scale, min_effect, idx, n, null))

@@ -89,6 +89,7 @@ class Series:
     tail: str
     step_index: int | None = None  # first run on the new level
     step_ratio: float | None = None  # new level / old level
+    pool_noise: float | None = None  # median true noise of the series of its pool
 
     @property
     def n(self) -> int:
@@ -114,6 +115,12 @@ class Series:
     @property
     def qualifying(self) -> bool:
         return self.changed and self.step_size >= max(QUALIFY_MIN, QUALIFY_SIGMAS * self.noise)
+
+    @property
+    def qualifying_pooled(self) -> bool:
+        """Big enough against the noise of its GPU's cells of its metric (their median)."""
+        noise = self.noise if self.pool_noise is None else self.pool_noise
+        return self.changed and self.step_size >= max(QUALIFY_MIN, QUALIFY_SIGMAS * noise)
 
 
 @dataclass(frozen=True)
@@ -375,4 +382,9 @@ def make_corpus(
         for machine, cells in load_real_cells(data_dir).items():
             for r in range(real_replicas):
                 series.extend(real_replica(seed, machine, r, cells))
+    pools: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for s in series:
+        pools[(s.machine, s.metric)].append(s.noise)
+    median = {k: float(np.median(v)) for k, v in pools.items()}
+    series = [replace(s, pool_noise=median[(s.machine, s.metric)]) for s in series]
     return Corpus(seed=seed, series=tuple(series))

@@ -186,7 +186,12 @@ def summarise(outs: Sequence[Outcome]) -> dict:
         )
     within_q = sum(o.within for o in qual)
     anyv = [o.head_any or o.head for o in qual]
+    pooled = [o.head_any or o.head for o in steps if o.series.qualifying_pooled]
     return {
+        # Qualifying against the GPU's pooled noise (the median of its pool's cells).
+        "pooled_qualifying_steps": len(pooled),
+        "recall_pooled_or_suspected": _rate(sum(v.tp for v in pooled), len(pooled)),
+        "exact_pooled_or_suspected": _rate(sum(v.exact for v in pooled), len(pooled)),
         # Flagged or suspected: a suspect names its step and ltx2k confirm as the next step.
         "recall_qualifying_or_suspected": _rate(sum(v.tp for v in anyv), len(qual)),
         "exact_qualifying_or_suspected": _rate(sum(v.exact for v in anyv), len(qual)),
@@ -558,6 +563,9 @@ SHORT_KEYS = (
     "recall_qualifying_or_suspected",
     "exact_qualifying_or_suspected",
     "qualifying_steps",
+    "recall_pooled_or_suspected",
+    "exact_pooled_or_suspected",
+    "pooled_qualifying_steps",
     "unchanged",
 )
 
