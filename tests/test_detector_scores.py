@@ -215,10 +215,11 @@ def test_short_history_scores(small_corpus):
     from tools.detector_eval.score import short_histories
 
     s = short_histories(small_corpus, {"ltx2k": Ltx2k()}, windows=(5,))["5"]["ltx2k"]
-    assert s["unchanged"] >= 200 and s["qualifying_steps"] >= 100
+    assert s["unchanged"] >= 200 and s["pooled_qualifying_steps"] >= 100
     # Budget 1%; 2% is the small corpus's slack, as for the whole history.
     assert s["false_flag_rate"] <= 0.02
-    # Goal 90%; 85% leaves the small corpus's sampling error.
-    assert s["recall_qualifying_or_suspected"] >= 0.85
-    assert s["exact_qualifying_or_suspected"] >= 0.85
-    assert s["suspected_unchanged"] <= 0.06
+    # Goal 90% of the steps of at least max(3%, 4x the pool's noise); 85% is the slack.
+    assert s["recall_pooled_or_suspected"] >= 0.85
+    assert s["exact_pooled_or_suspected"] >= 0.85
+    # A suspect asks for a re-measurement: few unchanged cells may ask for one.
+    assert s["suspected_unchanged"] <= 0.08

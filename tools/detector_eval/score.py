@@ -506,53 +506,6 @@ def evaluate(
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--small", action="store_true", help="the test-suite corpus")
-    ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--methods", default="ltx2k,asv,asv-both,asv-both-min,otava,otava-default")
-    ap.add_argument(
-        "--held-out",
-        default="",
-        help="comma-separated seeds of further corpora built the same way (summary only)",
-    )
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--otava-venv", type=Path, default=None)
-    args = ap.parse_args(argv)
-
-    known = all_methods(args.otava_venv) if args.otava_venv else all_methods()
-    wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in wanted if m not in known]
-    if unknown:
-        ap.error(f"unknown methods {unknown}; known: {sorted(known)}")
-    corpus = make_corpus(args.seed, small=args.small)
-    methods = {m: known[m] for m in wanted}
-    results = evaluate(corpus, methods, workers=args.workers)
-    results["held_out"] = {}
-    for seed in (int(x) for x in args.held_out.split(",") if x.strip()):
-        other = evaluate(make_corpus(seed, small=args.small), methods, workers=args.workers)
-        results["held_out"][str(seed)] = {
-            "corpus": other["corpus"],
-            "methods": {
-                n: {k: m["views"]["all"][k] for k in HEADLINE} for n, m in other["methods"].items()
-            },
-        }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "detector-scores.json").write_text(json.dumps(results, indent=1) + "\n")
-    md = [table(results, view) for view in VIEWS]
-    text = "\n\n".join(f"### {view}\n\n{t}" for view, t in zip(VIEWS, md, strict=True))
-    if results["held_out"]:
-        text += "\n\n### held-out corpora\n\n" + held_out_table(results)
-    (args.out / "detector-scores.md").write_text(text + "\n")
-    plot(results, args.out / "detector-scores.png")
-    print(md[0])
-
-
-if __name__ == "__main__":
-    main()
-
-
 # -- short histories ---------------------------------------------------------------
 
 SHORT_WINDOWS = (4, 5, 6)  # runs before HEAD: ``ltx2k regress --last N`` on a new runner
@@ -570,14 +523,16 @@ SHORT_KEYS = (
 )
 
 
-def short_histories(corpus: Corpus, methods: dict[str, Method], windows=SHORT_WINDOWS) -> dict:
+def short_histories(
+    corpus: Corpus, methods: dict[str, Method], windows=SHORT_WINDOWS, workers: int = 1
+) -> dict:
     """HEAD-only scores of every method on the corpus cut to each window."""
     out = {}
     for w in windows:
         cut = corpus.window(w)
         out[str(w)] = {}
         for name, method in methods.items():
-            outs, _ = run_method(method, cut, latency=False)
+            outs, _ = run_method(method, cut, workers=workers, latency=False)
             s = summarise(outs)
             out[str(w)][name] = {k: s[k] for k in SHORT_KEYS}
     return out
@@ -586,8 +541,9 @@ def short_histories(corpus: Corpus, methods: dict[str, Method], windows=SHORT_WI
 def short_table(results: dict) -> str:
     lines = [
         "| runs before HEAD | method | false flags | suspected (unchanged) | recall, flagged "
-        "| recall, flagged or suspected | first bad commit named | qualifying |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| recall, flagged or suspected | first bad commit named | qualifying "
+        "| recall, pooled rule | first bad commit, pooled rule | qualifying, pooled rule |",
+        "| ---: | --- |" + " ---: |" * 9,
     ]
     for w, block in results.items():
         for name, m in block.items():
@@ -598,6 +554,74 @@ def short_table(results: dict) -> str:
                 _pct(m["recall_qualifying_or_suspected"]),
                 _pct(m["exact_qualifying_or_suspected"]),
                 str(m["qualifying_steps"]),
+                _pct(m["recall_pooled_or_suspected"]),
+                _pct(m["exact_pooled_or_suspected"]),
+                str(m["pooled_qualifying_steps"]),
             ]
             lines.append(f"| {w} | `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--small", action="store_true", help="the test-suite corpus")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--methods", default="ltx2k,asv,asv-both,asv-both-min,otava,otava-default")
+    ap.add_argument(
+        "--held-out",
+        default="",
+        help="comma-separated seeds of further corpora built the same way (summary only)",
+    )
+    ap.add_argument(
+        "--short",
+        default=",".join(str(w) for w in SHORT_WINDOWS),
+        help="comma-separated runs before HEAD to score short histories at ('' for none)",
+    )
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--otava-venv", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    known = all_methods(args.otava_venv) if args.otava_venv else all_methods()
+    wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in wanted if m not in known]
+    if unknown:
+        ap.error(f"unknown methods {unknown}; known: {sorted(known)}")
+    corpus = make_corpus(args.seed, small=args.small)
+    methods = {m: known[m] for m in wanted}
+    results = evaluate(corpus, methods, workers=args.workers)
+    windows = tuple(int(x) for x in args.short.split(",") if x.strip())
+    results["held_out"] = {}
+    results["short_histories"] = {}
+    if windows:
+        results["short_histories"][str(args.seed)] = short_histories(
+            corpus, methods, windows, args.workers
+        )
+    for seed in (int(x) for x in args.held_out.split(",") if x.strip()):
+        other_corpus = make_corpus(seed, small=args.small)
+        other = evaluate(other_corpus, methods, workers=args.workers)
+        if windows:
+            results["short_histories"][str(seed)] = short_histories(
+                other_corpus, methods, windows, args.workers
+            )
+        results["held_out"][str(seed)] = {
+            "corpus": other["corpus"],
+            "methods": {
+                n: {k: m["views"]["all"][k] for k in HEADLINE} for n, m in other["methods"].items()
+            },
+        }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "detector-scores.json").write_text(json.dumps(results, indent=1) + "\n")
+    md = [table(results, view) for view in VIEWS]
+    text = "\n\n".join(f"### {view}\n\n{t}" for view, t in zip(VIEWS, md, strict=True))
+    if results["held_out"]:
+        text += "\n\n### held-out corpora\n\n" + held_out_table(results)
+    for seed, block in results["short_histories"].items():
+        text += f"\n\n### short histories, seed {seed}\n\n" + short_table(block)
+    (args.out / "detector-scores.md").write_text(text + "\n")
+    plot(results, args.out / "detector-scores.png")
+    print(md[0])
+
+
+if __name__ == "__main__":
+    main()
