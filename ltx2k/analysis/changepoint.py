@@ -58,6 +58,16 @@ Each :class:`Step` says where the old level was last seen and the new one
 first seen (positions into the input, so missing runs in between make a
 range), its ratio with a 95% confidence interval, and whether the new level
 persists (two or more runs on it, not undone by a later step).
+
+**Short histories** (fewer than ``SHORT_HISTORY`` runs: a new runner, a new
+shape). The series' own estimate is too noisy to lean on, so the pool's
+spread of noise across its cells (:class:`NoisePrior` ``spread``) sets how
+much it counts where it lies above the pooled noise (:func:`_own_weight`),
+and the calibration draws every simulated series' noise from that spread. A
+window of at most ``RECENT + 1`` runs may split after its first run. Steps
+are flagged at ``_SHORT_FLAG_SHARE`` of alpha only; weaker ones, and a step
+seen on one run that reaches ``SUSPECT_ALPHA``, are returned as
+``Detection.suspect``: a re-measurement decides (docs/history.md).
 """
 
 from __future__ import annotations
