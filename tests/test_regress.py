@@ -739,8 +739,8 @@ def test_derived_metric_takes_its_source_cells_verdict_and_step():
     pct = [40.0 * 1e-5 / c for c in cold]
     records = _history(cold, pct)
     head = records[-1].commit
-    report = regress.compare(records, head, last=11, thresholds=Thresholds.from_mapping(
-        {"steps": {"*.track_pct_copy_bandwidth": 1.05}}))  # fmt: skip
+    own_5pct = Thresholds.from_mapping({"steps": {"*.track_pct_copy_bandwidth": 1.05}})
+    report = regress.compare(records, head, last=11, thresholds=own_5pct)
     by_metric = {row.metric: row.cells["m"] for row in report.rows}
     src, mine = by_metric["time_device_cold"], by_metric["track_pct_copy_bandwidth"]
     assert src.flag == "regression" and src.step.first_bad == records[18].commit

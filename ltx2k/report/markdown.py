@@ -97,9 +97,9 @@ def render_markdown(report: Report) -> str:
         cell_table("Regressions", regs)
     suspects = report.cells("suspected")
     if suspects:
-        cell_table("Suspected (seen on one run; next step: `ltx2k confirm`)", suspects)
-        out.extend(["Re-measure each with `ltx2k confirm --benchmark NAME --good LAST_GOOD "
-                    "--bad FIRST_BAD --param variant=... --param shape=...`.", ""])  # fmt: skip
+        cell_table("Suspected (too weak to flag yet; next step: `ltx2k confirm`)", suspects)
+        how = "`ltx2k confirm --benchmark NAME --good LAST_GOOD --bad FIRST_BAD --param ...`"
+        out.extend([f"Re-measure each on its runner with {how}.", ""])
     if report.notes:
         out.extend(["### Missing data", ""] + [f"- {n}" for n in report.notes] + [""])
     if imps:
