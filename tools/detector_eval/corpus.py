@@ -16,7 +16,9 @@ are one call away (``make_corpus(seed=other)``):
   samples, which keeps the real between-run scatter and within-run shape.
 
 Series that share a machine and a metric form a pool (:meth:`Corpus.groups`):
-a detector may estimate the machine's noise from all of them at once.
+a detector may estimate the machine's noise from all of them at once; each
+series records its pool's median true noise (``pool_noise``).
+:meth:`Corpus.window` cuts every series to its last runs, as a short history.
 """
 
 from __future__ import annotations

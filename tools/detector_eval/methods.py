@@ -5,7 +5,8 @@ its HEAD) and reports steps as ``Found(index, last_good_index)``: the first
 run on the new level and the last run on the old one.
 
 * ``ltx2k``: :mod:`ltx2k.analysis.changepoint`, with its noise prior pooled
-  over the machine's series of one metric, cut at the same ``end``.
+  over the machine's series of one metric, cut at the same ``end``; its
+  suspect, if any, is reported too, marked ``suspected``.
 * ``asv``: ``asv publish``'s regression detection as its regressions page uses
   it: ``detect_steps(y, w)`` with asv's weights (2 / width of each run's 99%
   CI, from the samples) then ``detect_regressions(steps, threshold)`` with the

@@ -18,6 +18,12 @@ Rules (docs/detectors.md states them for readers):
   level at the first prefix whose report matches. *Within 3 commits*: found
   by the prefix ending two runs after the step, or by HEAD when that comes
   sooner.
+* *Suspected* steps (ltx2k's ``Detection.suspect``) never count above: they count
+  towards "flagged or suspected" recall and the first bad commit, and apart as the
+  share of unchanged series with one.
+* *Short histories* (``--short``): the corpus cut to its last N runs and HEAD
+  (``Corpus.window``), judged at HEAD only; "pooled rule" steps qualify against the
+  median true noise of the series' pool rather than their own.
 """
 
 from __future__ import annotations
