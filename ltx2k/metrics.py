@@ -17,6 +17,9 @@ class Metric:
     name: str  # the benchmark method's name in benchmarks/bench_kernels.py
     unit: str  # asv's unit of its values
     title: str
+    # The metric of the same cell this one is computed from (its value is a function
+    # of that measurement, not a measurement of its own): it shares that verdict.
+    derived_from: str | None = None
 
 
 METRICS: dict[str, Metric] = {
@@ -29,7 +32,8 @@ METRICS: dict[str, Metric] = {
         Metric("time_host_launch", "seconds", "host latency per launch path"),
         Metric("track_host_calibrated", "torch.add calls", "host latency, calibrated"),
         Metric("track_allocations", "allocations", "allocations"),
-        Metric("track_pct_copy_bandwidth", "%", "% of copy bandwidth"),
+        # Minimum bytes / the cold time's median, as % of the runner's copy bandwidth.
+        Metric("track_pct_copy_bandwidth", "%", "% of copy bandwidth", "time_device_cold"),
     )
 }
 

@@ -520,3 +520,53 @@ def test_valid_edge_inputs_are_accepted():
     # Integers, None, a tuple and min_effect 0 are all valid.
     res = detect((1, 1, None, 1, 2, 2), min_effect=0)
     assert res.noise.runs == 5
+
+
+# --- short histories ----------------------------------------------------------------------------
+
+
+def test_pooled_spread_recovers_the_cells_noise_spread():
+    rng = np.random.default_rng(40)
+    got = {}
+    for spread in (0.0, 0.5, 1.0):
+        sigmas = SIGMA * np.exp(spread * rng.standard_normal(300))
+        pool = [list(noisy(6, 4000 + i, sigma=s)) for i, s in enumerate(sigmas)]
+        got[spread] = pooled_noise(pool).spread
+    # Estimating each cell's noise from 6 runs spreads the estimates by ~0.3 by itself; net of
+    # that, a pool of one noise is near 0 (a square root of a small noisy difference).
+    assert got[0.0] < 0.25
+    assert got[0.5] == pytest.approx(0.5, abs=0.15)
+    assert got[1.0] == pytest.approx(1.0, abs=0.15)
+
+
+def test_short_window_places_a_step_after_its_first_run():
+    prior = NoisePrior(SIGMA, 30)
+    found = 0
+    for seed in range(40):
+        v = stepped(6, 1, 1.10, 5000 + seed)
+        res = detect(v, prior=prior)
+        hits = [st for st in res.steps + ((res.suspect,) if res.suspect else ()) if st.index == 1]
+        found += bool(hits)
+    assert found >= 36
+    # With seven runs the first run alone is no old level: the step is not placed there.
+    assert all(
+        st.index != 1
+        for seed in range(20)
+        for st in detect(stepped(7, 1, 1.10, 6000 + seed), prior=prior).changes
+    )
+
+
+def test_short_history_flags_strong_steps_and_suspects_weak_ones():
+    prior = NoisePrior(SIGMA, 30)
+    flagged = suspected = 0
+    for seed in range(60):
+        strong = detect(stepped(6, 5, 1.10, 7000 + seed), prior=prior)
+        flagged += [st.index for st in strong.steps] == [5]
+        weak = detect(stepped(6, 5, 1.03, 7000 + seed), prior=prior, min_effect=0.02)
+        suspected += weak.suspect is not None and weak.suspect.index == 5 and not weak.steps
+    assert flagged >= 57  # ten sigma
+    assert suspected >= 20  # three sigma: seen, not flagged
+    # Unchanged short series: rarely flagged, and suspected at most a few times as often.
+    unchanged = [detect(list(noisy(6, 8000 + i)), prior=prior) for i in range(400)]
+    assert sum(bool(r.steps) for r in unchanged) <= 4
+    assert sum(r.suspect is not None for r in unchanged) <= 40

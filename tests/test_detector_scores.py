@@ -208,3 +208,18 @@ def test_steps_before_head_are_found_as_often_as_at_head(ltx2k_scores):
     assert s["recall_qualifying_before_head"] >= s["recall_qualifying_at_head"] - 0.05, s[
         "recall_qualifying_by_position"
     ]
+
+
+def test_short_history_scores(small_corpus):
+    # `ltx2k regress --last 5`: five runs before HEAD (docs/detectors.md, "Short histories").
+    from tools.detector_eval.score import short_histories
+
+    s = short_histories(small_corpus, {"ltx2k": Ltx2k()}, windows=(5,))["5"]["ltx2k"]
+    assert s["unchanged"] >= 200 and s["pooled_qualifying_steps"] >= 100
+    # Budget 1%; 2% is the small corpus's slack, as for the whole history.
+    assert s["false_flag_rate"] <= 0.02
+    # Goal 90% of the steps of at least max(3%, 4x the pool's noise); 85% is the slack.
+    assert s["recall_pooled_or_suspected"] >= 0.85
+    assert s["exact_pooled_or_suspected"] >= 0.85
+    # A suspect asks for a re-measurement: few unchanged cells may ask for one.
+    assert s["suspected_unchanged"] <= 0.08

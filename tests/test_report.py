@@ -381,8 +381,12 @@ def test_flagged_cells_are_exactly_the_injected_steps(site):
         machine, cls, metric, variant, shape = step
         return (machine, plots.ASV_CLASS_KERNEL[cls], metric, variant, shape)
 
-    assert flagged["regression"] == {expect(REGRESSION)}
-    assert flagged["improvement"] == {expect(IMPROVEMENT)}
+    def derived(step):
+        # % of copy bandwidth is computed from the cold time: it shares that cell's verdict.
+        return expect((*step[:2], "track_pct_copy_bandwidth", *step[3:]))
+
+    assert flagged["regression"] == {expect(REGRESSION), derived(REGRESSION)}
+    assert flagged["improvement"] == {expect(IMPROVEMENT), derived(IMPROVEMENT)}
     html = result.summary.read_text(encoding="utf-8")
     red = plots.FLAG_COLOURS["regression"]
     assert re.search(r"td\.flag-regression \{[^}]*background: " + re.escape(red), html)
@@ -398,7 +402,8 @@ def test_flagged_cells_name_their_step(site, history):
         for attrs, text in cells[4:]
         if attrs.get("data-flag") in ("regression", "improvement")
     ]
-    assert len(flagged) == 2
+    # Two injected cold-time steps and the % of copy bandwidth computed from each.
+    assert len(flagged) == 4
     for attrs, text in flagged:
         # Both injected steps are at head, with a run of every commit: exact steps.
         assert attrs["data-first-bad"] == head
@@ -603,7 +608,8 @@ def test_status_line_names_the_gpu_and_links_to_the_flagged_cell(site, history):
     text = result.summary.read_text(encoding="utf-8")
     line = re.search(r'<p id="status-line"[^>]*>(.*?)</p>', text, re.S).group(1)
     machine = REGRESSION[0]
-    assert f"1 regression</a> on <b>{machine}</b>" in line
+    # The cold time and the % of copy bandwidth computed from it.
+    assert f"2 regressions</a> on <b>{machine}</b>" in line
     assert history.commits[HEAD][:8] in line and "0 elsewhere" in line
     # The link goes to the flagged cell: the first screen's, or the matrix's for a variant
     # the first screen does not show.

@@ -58,6 +58,16 @@ Each :class:`Step` says where the old level was last seen and the new one
 first seen (positions into the input, so missing runs in between make a
 range), its ratio with a 95% confidence interval, and whether the new level
 persists (two or more runs on it, not undone by a later step).
+
+**Short histories** (fewer than ``SHORT_HISTORY`` runs: a new runner, a new
+shape). The series' own estimate is too noisy to lean on, so the pool's
+spread of noise across its cells (:class:`NoisePrior` ``spread``) sets how
+much it counts where it lies above the pooled noise (:func:`_own_weight`),
+and the calibration draws every simulated series' noise from that spread. A
+window of at most ``RECENT + 1`` runs may split after its first run. Steps
+are flagged at ``_SHORT_FLAG_SHARE`` of alpha only; weaker ones, and a step
+seen on one run that reaches ``SUSPECT_ALPHA``, are returned as
+``Detection.suspect``: a re-measurement decides (docs/history.md).
 """
 
 from __future__ import annotations
@@ -65,7 +75,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -100,6 +110,25 @@ _WHOLE_SHARE = 0.1
 # A series whose own noise estimate lies outside this central band of what
 # the pooled noise predicts is judged on its own estimate (see _own_band).
 _OWN_BAND = (0.02, 0.9)
+# Below SHORT_HISTORY runs the series' own estimate rests on a handful of
+# differences: one in ten unremarkable cells would fall outside _OWN_BAND and
+# be judged on that poor estimate, losing most of the pooled noise's power.
+# There only an estimate far above what the pool predicts (a bimodal or
+# host-bound cell) sets a cell apart; one below it is not trusted at all,
+# since a cell that happened to repeat one level for a few runs looks quiet.
+SHORT_HISTORY = 8
+_OWN_BAND_SHORT = (0.0, 0.99)
+# In a short history a step is flagged at this share of alpha only: its noise
+# is mostly the pool's, whose tails (and cells that alternate between two
+# levels) a few runs cannot show. A step significant at alpha but not at this
+# share is *suspected*.
+_SHORT_FLAG_SHARE = 0.2
+# A step seen on one run (at HEAD, or the window's first run as the old level)
+# but not flagged is also suspected when that one run, against the level on
+# its other side, reaches this level. For a suspect the report names
+# ``ltx2k confirm`` (an interleaved re-measurement of the two commits) as the
+# next step, instead of a flag that the next run may undo.
+SUSPECT_ALPHA = 0.02
 
 
 @dataclass(frozen=True)
@@ -108,6 +137,9 @@ class NoisePrior:
 
     sigma: float
     n_series: int
+    # How much the series' true noise varies around sigma: the standard deviation
+    # of log(noise) across them, net of what estimating each from its runs adds.
+    spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,7 @@ class Step:
     runs_after: int  # runs in the new level's segment
     persists: bool  # >= 2 runs on the new level and no later step undoing it
     significant_only: bool = False  # below the practical minimum size: not reported
+    suspected: bool = False  # short history, not significant enough to flag (SUSPECT_ALPHA)
 
 
 @dataclass(frozen=True)
@@ -141,6 +174,9 @@ class Detection:
     steps: tuple[Step, ...]  # reported: significant and at least min_effect
     changes: tuple[Step, ...]  # every significant change, reported or not
     noise: Noise
+    # The most significant suspected step (see _SHORT_FLAG_SHARE, SUSPECT_ALPHA),
+    # at least min_effect; None when there is none.
+    suspect: Step | None = None
 
     @property
     def latest(self) -> Step | None:
@@ -222,8 +258,14 @@ def pooled_noise(series: Sequence[Sequence[float | None]]) -> NoisePrior | None:
 
     The median of the series' own estimates, so one bimodal or broken cell
     does not set the noise of the rest. ``None`` with fewer than 3 usable series.
+
+    The spread is how far the cells' true noise lies from that median: the
+    robust variance of the log estimates (1.4826 x their median absolute
+    deviation, squared) less the variance that estimating each from its few
+    runs adds by itself (:func:`_log_sd`), so a pool of short series does not
+    look more varied than it is.
     """
-    own = []
+    own, runs = [], []
     for values in series:
         _, vals = _present(values)
         if len(vals) < _MIN_RUNS:
@@ -232,9 +274,26 @@ def pooled_noise(series: Sequence[Sequence[float | None]]) -> NoisePrior | None:
         s = _diff_sigma(y)
         if s is not None:
             own.append(s)
+            runs.append(len(vals))
     if len(own) < 3:
         return None
-    return NoisePrior(float(np.median(own)), len(own))
+    logs = np.log([s for s in own if s > 0])
+    spread = 0.0
+    if len(logs) >= 3:
+        observed = (_MAD_TO_SIGMA * float(np.median(np.abs(logs - np.median(logs))))) ** 2
+        estimation = float(np.mean([_log_sd(n) ** 2 for n in runs]))
+        spread = math.sqrt(max(0.0, observed - estimation))
+    return NoisePrior(float(np.median(own)), len(own), spread)
+
+
+@functools.lru_cache(maxsize=256)
+def _log_sd(n_runs: int) -> float:
+    """Spread of log(own noise estimate) of n_runs runs of unit Gaussian noise, measured
+    as pooled_noise measures the pool's (1.4826 x median absolute deviation)."""
+    rng = np.random.default_rng(2000 + n_runs)
+    d = np.diff(rng.standard_normal((_NULL_DRAWS, n_runs)), axis=1)
+    logs = np.log(_trimmed_rms(d))
+    return float(_MAD_TO_SIGMA * np.median(np.abs(logs - np.median(logs))))
 
 
 @functools.lru_cache(maxsize=256)
@@ -248,11 +307,33 @@ def _own_band(n_runs: int) -> tuple[float, float]:
     """
     rng = np.random.default_rng(1000 + n_runs)
     d = np.diff(rng.standard_normal((_NULL_DRAWS, n_runs)), axis=1)
-    lo, hi = np.quantile(_trimmed_rms(d) * _consistency(n_runs - 1), _OWN_BAND)
-    return float(lo), float(hi)
+    band = _OWN_BAND if n_runs >= SHORT_HISTORY else _OWN_BAND_SHORT
+    lo, hi = np.quantile(_trimmed_rms(d) * _consistency(n_runs - 1), band)
+    return float(lo) if band[0] > 0 else 0.0, float(hi)
 
 
-def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float | None:
+def _own_weight(n_runs: int, spread: float) -> float | None:
+    """The weight of a short series' own log noise estimate, where it is above the pool's.
+
+    The pool says the cell's log noise lies around log(prior.sigma) with
+    standard deviation ``spread``; the cell's own estimate measures it with
+    standard deviation _log_sd(n_runs). Weighting each by its precision (the
+    normal-normal posterior mean) trusts a varied pool less and a long series
+    more; never less than the weight runs get in a long history. It applies
+    only to an estimate above the pool's: below it, a few runs that happened to
+    repeat one level (a cell that alternates between two) would look quiet, so
+    the long-history rule stays. None: that rule applies (8 or more runs, or a
+    pool of one noise).
+    """
+    if n_runs >= SHORT_HISTORY or spread <= 0:
+        return None
+    dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
+    return max(dof / (dof + PRIOR_WEIGHT), spread**2 / (spread**2 + _log_sd(n_runs) ** 2))
+
+
+def _combine(
+    own: float | None, n_runs: int, prior: NoisePrior | None, spread: float = 0.0
+) -> float | None:
     if prior is None:
         return own
     if own is None:
@@ -260,6 +341,9 @@ def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float 
     lo, hi = _own_band(n_runs)
     if not lo * prior.sigma <= own <= hi * prior.sigma:
         return own
+    w = _own_weight(n_runs, spread)
+    if w is not None and own > prior.sigma:
+        return math.exp(w * math.log(own) + (1.0 - w) * math.log(prior.sigma))
     dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
     return math.sqrt((PRIOR_WEIGHT * prior.sigma**2 + dof * own**2) / (PRIOR_WEIGHT + dof))
 
@@ -267,12 +351,22 @@ def _combine(own: float | None, n_runs: int, prior: NoisePrior | None) -> float 
 # --- the scan statistic and its null distribution -------------------------------------------
 
 
+def _min_before(n: int, m: int, head_end: bool) -> int:
+    """Runs a split needs before it: two, or one in a series no longer than RECENT + 1.
+
+    There every split is recent, and the window's first run is all it holds of
+    the old level (a runner's first week, a shape the suite just gained):
+    a step right after it is judged as a step at HEAD is, on its one run.
+    """
+    return 1 if head_end and m == n and n <= RECENT + 1 else 2
+
+
 def _scan(y: np.ndarray, lo: int, hi: int, head_end: bool):
     """Splits k in (lo, hi) with their standardized mean differences (per unit sigma)."""
     seg = y[lo:hi]
     m = len(seg)
     min_after = 1 if head_end else 2
-    ks = np.arange(2, m - min_after + 1)
+    ks = np.arange(_min_before(len(y), m, head_end), m - min_after + 1)
     if len(ks) == 0:
         return ks, ks.astype(float)
     c = np.cumsum(seg)
@@ -284,7 +378,7 @@ def _scan(y: np.ndarray, lo: int, hi: int, head_end: bool):
 
 @functools.lru_cache(maxsize=512)
 def _null_max(
-    n: int, m: int, head_end: bool, prior: bool, floor_ratio: float, recent: int
+    n: int, m: int, head_end: bool, prior: bool, floor_ratio: float, recent: int, spread: float
 ) -> np.ndarray:
     """Sorted draws of max|T| for an unchanged segment of m runs in a series of n.
 
@@ -292,15 +386,23 @@ def _null_max(
     Simulated with the same noise estimator as the real series: the sigma of
     the whole n-run series (own estimate, combined with an exact prior when
     the real series had one), floored at ``floor_ratio`` (the within-run floor
-    relative to the prior, rounded so the cache stays small).
+    relative to the prior, rounded so the cache stays small). With ``spread``
+    each simulated series' true noise is the prior's times a log-normal factor
+    of that spread: a cell of the pool may be noisier than its median.
     """
     rng = np.random.default_rng(20261201 + 7919 * n + 31 * m + 2 * head_end + prior + 5 * recent)
+    scale = np.ones((_NULL_DRAWS, 1))
+    if spread > 0:
+        scale = np.exp(spread * rng.standard_normal((_NULL_DRAWS, 1)))
     # Medians no more precise than their own samples say: noise at least the floor.
-    z = rng.standard_normal((_NULL_DRAWS, n)) * max(1.0, floor_ratio)
+    z = rng.standard_normal((_NULL_DRAWS, n)) * np.maximum(scale, floor_ratio)
     own = _trimmed_rms(np.diff(z, axis=1)) * _consistency(n - 1)
     if prior:
         dof = _ESTIMATOR_EFFICIENCY * (n - 1)
         pooled = np.sqrt((PRIOR_WEIGHT + dof * own**2) / (PRIOR_WEIGHT + dof))
+        w = _own_weight(n, spread)
+        if w is not None:
+            pooled = np.where(own > 1.0, np.exp(w * np.log(np.maximum(own, 1e-300))), pooled)
         lo, hi = _own_band(n)
         sigma = np.where((own < lo) | (own > hi), own, pooled)
     else:
@@ -308,7 +410,7 @@ def _null_max(
     sigma = np.maximum(sigma, floor_ratio)
     seg = z[:, n - m :] if head_end else z[:, :m]
     min_after = 1 if head_end else 2
-    ks = np.arange(2, m - min_after + 1)
+    ks = np.arange(_min_before(n, m, head_end), m - min_after + 1)
     if recent:
         ks = ks[ks >= m - recent]
     if len(ks) == 0:
@@ -321,8 +423,17 @@ def _null_max(
     return np.sort(stat)
 
 
-def _p_value(stat: float, n: int, m: int, head_end: bool, prior: bool, floor_ratio: float, recent):
-    null = _null_max(n, m, head_end, prior, floor_ratio, recent)
+def _p_value(
+    stat: float,
+    n: int,
+    m: int,
+    head_end: bool,
+    prior: bool,
+    floor_ratio: float,
+    recent: int,
+    spread: float = 0.0,
+):
+    null = _null_max(n, m, head_end, prior, floor_ratio, recent, spread)
     above = len(null) - int(np.searchsorted(null, stat, side="left"))
     return (above + 1) / (len(null) + 1)
 
@@ -400,7 +511,12 @@ def detect(
             if se is not None:
                 ses.append(se)
     within = float(np.median(ses)) if ses else None
-    sigma = _combine(own, n, prior if log_scale else None)
+    # In a short history the prior carries most of the noise estimate, so how much
+    # the pool's cells differ enters it and its calibration (quantised for the cache).
+    spread = 0.0
+    if prior is not None and log_scale and prior.sigma > 0 and n < SHORT_HISTORY:
+        spread = round(prior.spread, 1)
+    sigma = _combine(own, n, prior if log_scale else None, spread)
     noise = Noise(
         sigma if sigma is not None else math.nan,
         own,
@@ -451,7 +567,7 @@ def detect(
             # max|T| / sigma does not depend on the noise's scale, so the simulated
             # series (unit noise, the prior exact) calibrate it directly.
             j = int(np.argmax(stat))
-            p = _p_value(float(stat[j]), n, m, head_end, use_prior, floor_ratio, 0)
+            p = _p_value(float(stat[j]), n, m, head_end, use_prior, floor_ratio, 0, spread)
             p *= 1.0 / _WHOLE_SHARE if head_end else 1.0
             if p >= alpha and head_end:
                 # The newest splits alone: fewer candidates, a lower bar, more power
@@ -459,11 +575,13 @@ def detect(
                 near = ks >= hi - RECENT
                 if near.any():
                     j = int(np.flatnonzero(near)[np.argmax(stat[near])])
-                    p = _p_value(float(stat[j]), n, m, head_end, use_prior, floor_ratio, RECENT)
+                    p = _p_value(
+                        float(stat[j]), n, m, head_end, use_prior, floor_ratio, RECENT, spread
+                    )
                     p *= 1.0 / (1.0 - _WHOLE_SHARE)
+            k = int(ks[j])
             if p >= alpha:
                 return
-            k = int(ks[j])
         splits.append((k, p))
         segment(lo, k)
         segment(k, hi)
@@ -501,7 +619,69 @@ def detect(
                 persists=len(after) >= 2 and not undone,
                 # Multiplicative, so a 2% slowdown and its undoing count alike.
                 significant_only=max(ratio, 1.0 / ratio) < 1.0 + min_effect if ratio > 0 else False,
+                suspected=n < SHORT_HISTORY and p >= alpha * _SHORT_FLAG_SHARE,
             )
         )
-    reported = tuple(c for c in changes if not c.significant_only)
-    return Detection(reported, tuple(changes), noise)
+    reported = tuple(c for c in changes if not (c.significant_only or c.suspected))
+    candidates: list[Step | None] = [c for c in changes if c.suspected and not c.significant_only]
+    null = (use_prior, floor_ratio, spread)
+    if not exact and not (splits and splits[-1][0] == n - 1):
+        candidates.append(_suspect(y, bounds[-2], eff, log_scale, min_effect, idx, n, null))
+    if not exact and not splits and _min_before(n, n, True) == 1:
+        # Time-reversed, the first run's split is HEAD's: the same null distribution.
+        first = _suspect(y[::-1], 0, eff, log_scale, min_effect, idx[::-1], n, null)
+        if first is not None:
+            candidates.append(
+                replace(
+                    first,
+                    index=idx[1],
+                    last_good_index=idx[0],
+                    ratio=1.0 / first.ratio,
+                    ci=(1.0 / first.ci[1], 1.0 / first.ci[0]),
+                    runs_before=1,
+                    runs_after=n - 1,
+                    persists=n - 1 >= 2,
+                )
+            )
+    candidates = [c for c in candidates if c is not None]
+    suspect = min(candidates, key=lambda c: c.p_value) if candidates else None
+    return Detection(reported, tuple(changes), noise, suspect)
+
+
+def _suspect(y, lo: int, eff: float, log_scale: bool, min_effect: float, idx, n, null):
+    """HEAD's one run against the level of the segment before it, at SUSPECT_ALPHA.
+
+    Only the split before HEAD is tested, so its null distribution is that
+    split's alone; the run must also be min_effect off the level.
+    """
+    before = y[lo : n - 1]
+    if len(before) < 2:
+        return None
+    diff = float(y[-1] - before.mean())
+    se = eff * math.sqrt(1.0 / len(before) + 1.0)
+    # The scan's statistic (|T| / sigma) at the one split, calibrated like the scan.
+    p = _p_value(abs(diff) / se, n, n - lo, True, null[0], null[1], 1, null[2])
+    if p >= SUSPECT_ALPHA:
+        return None
+    if log_scale:
+        ratio, ci = math.exp(diff), (math.exp(diff - 1.96 * se), math.exp(diff + 1.96 * se))
+    else:
+        base = float(before.mean())
+        if not base:
+            return None
+        ratio = (base + diff) / base
+        ends = sorted(((base + diff - 1.96 * se) / base, (base + diff + 1.96 * se) / base))
+        ci = (ends[0], ends[1])
+    if ratio <= 0 or max(ratio, 1.0 / ratio) < 1.0 + min_effect:
+        return None
+    return Step(
+        index=idx[n - 1],
+        last_good_index=idx[n - 2],
+        ratio=ratio,
+        ci=ci,
+        p_value=p,
+        runs_before=len(before),
+        runs_after=1,
+        persists=False,
+        suspected=True,
+    )

@@ -19,7 +19,9 @@ EXIT_OK = 0
 EXIT_REGRESSION = 2
 EXIT_INSUFFICIENT = 3
 
-FLAGS = ("regression", "improvement", "ok", "insufficient")
+# "suspected": a step seen on one run only and not far enough outside the noise to
+# flag; ``ltx2k confirm`` re-measuring the two commits is the next step.
+FLAGS = ("regression", "improvement", "suspected", "ok", "insufficient")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class Cell:
     # The physical GPU that measured the head value, from shard-run's tag in the
     # result file (Record.gpu_uuid); None when the file names only the GPU model.
     gpu_uuid: str | None = None
+    # A metric computed from another cell's measurement (ltx2k.metrics.Metric.derived_from)
+    # takes that cell's flag and step; this names the source benchmark.
+    verdict_of: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -95,6 +100,7 @@ class Cell:
             "earlier_steps": [s.to_json() for s in self.earlier],
             "noise": self.noise,
             "gpu_uuid": self.gpu_uuid,
+            "verdict_of": self.verdict_of,
         }
 
     @classmethod
@@ -111,6 +117,7 @@ class Cell:
             tuple(StepInfo.from_json(s) for s in d.get("earlier_steps") or ()),
             d.get("noise"),
             d.get("gpu_uuid"),
+            d.get("verdict_of"),
         )
 
 

@@ -21,7 +21,15 @@ of two modes:
 Either way a flag needs both significance and a practical minimum size,
 the benchmark's threshold ratio (:mod:`ltx2k.analysis.thresholds`;
 direction-aware, because percent-of-bandwidth is higher-is-better). Cells
-without enough data are ``insufficient``.
+without enough data are ``insufficient``. A step seen on one run only, not
+far enough outside the noise to flag (:data:`changepoint.SUSPECT_ALPHA`),
+is ``suspected``: the report names ``ltx2k confirm`` as the next step.
+
+A metric computed from another metric's measurement of the same cell
+(:attr:`ltx2k.metrics.Metric.derived_from`: % of copy bandwidth from the
+cold time's median) gets one verdict with it: its cell takes the source
+cell's flag and step, keeping its own values, so one kernel run is never a
+regression in one table and "ok" in the other.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from ltx2k import metrics
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import (
     EXIT_INSUFFICIENT,
@@ -301,7 +310,7 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             )
             cells[m] = Cell(r, flag, hv, bv, p, test, gpu_uuid=gpu)
         rows.append(_row(key, keys[key], thresholds, cells, ratio_thr))
-    return rows
+    return _share_verdicts(rows, columns, None)
 
 
 def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent) -> list[Row]:
@@ -332,7 +341,88 @@ def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recen
             head = s.points[-1].record
             cells[m] = replace(cell, gpu_uuid=head.gpu_uuid if head is not None else None)
         rows.append(_row(key, keys[key], thresholds, cells, thresholds.step_for(key[0])))
-    return rows
+    return _share_verdicts(rows, columns, series)
+
+
+def _source_key(row: Row) -> tuple | None:
+    metric = metrics.METRICS.get(row.metric)
+    if metric is None or metric.derived_from is None:
+        return None
+    prefix = row.benchmark.rpartition(".")[0]
+    name = f"{prefix}.{metric.derived_from}" if prefix else metric.derived_from
+    return name, row.params
+
+
+def _share_verdicts(rows: list[Row], columns, series) -> list[Row]:
+    """Derived metrics' cells with their source cell's verdict (see the module docstring)."""
+    by_key = {(r.benchmark, r.params): r for r in rows}
+    out = []
+    for row in rows:
+        src = by_key.get(_source_key(row)) if _source_key(row) else None
+        if src is None:
+            out.append(row)
+            continue
+        cells = dict(row.cells)
+        for m in columns:
+            mine, theirs = cells.get(m), src.cells.get(m)
+            if mine is None or theirs is None:
+                continue
+            own = series.get((m, (row.benchmark, row.params))) if series else None
+            cells[m] = _derived_cell(mine, theirs, own, src.benchmark)
+        out.append(replace(row, cells=cells))
+    return out
+
+
+def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str) -> Cell:
+    import numpy as np
+
+    if own is None or src.step is None:
+        return replace(mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source)
+    values, commits = own.values, own.commits
+
+    def level(lo: int, hi: int) -> float | None:
+        vs = [v for v in values[lo:hi] if v is not None]
+        return float(np.median(vs)) if vs else None
+
+    def mapped(st: StepInfo, start: int) -> StepInfo | None:
+        if st.last_good not in commits or st.first_bad not in commits:
+            return None
+        good, bad = commits.index(st.last_good), commits.index(st.first_bad)
+        before, after = level(start, good + 1), level(bad, len(values))
+        if not before or after is None:
+            return None
+        r = after / before
+        # The derived value is a monotone function of the source's (here 1 / time), so
+        # the source's relative uncertainty carries over, flipped if they move apart.
+        lo, hi = st.ci
+        if (r > 1) == (st.ratio > 1):
+            ci = (r * lo / st.ratio, r * hi / st.ratio)
+        else:
+            ci = (r * st.ratio / hi, r * st.ratio / lo)
+        return replace(st, ratio=r, ci=ci)
+
+    starts = [0] + [commits.index(e.first_bad) for e in src.earlier if e.first_bad in commits]
+    step = mapped(src.step, starts[-1])
+    if step is None:
+        return replace(mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source)
+    base = level(starts[-1], commits.index(src.step.last_good) + 1)
+    head = mine.head
+    earlier = tuple(
+        e for e in (mapped(e, s) for e, s in zip(src.earlier, starts, strict=False)) if e
+    )
+    return Cell(
+        head / base if head is not None and base else mine.ratio,
+        src.flag,
+        head,
+        base,
+        src.p_value,
+        src.test,
+        step,
+        earlier,
+        mine.noise,
+        mine.gpu_uuid,
+        source,
+    )
 
 
 def _step_info(s: hseries.Series, st: changepoint.Step, order, pos, kind: str) -> StepInfo:
@@ -379,6 +469,21 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
             "change-point",
             steps[-1],
             tuple(steps[:-1]),
+            noise,
+        )
+    sus = det.suspect
+    if sus is not None and sus.index >= len(s.points) - recent:
+        since = [v for v in s.values[: sus.index] if v is not None][-sus.runs_before :]
+        worse = (sus.ratio > 1) != higher
+        return Cell(
+            sus.ratio if sus.runs_after == 1 else head / float(np.median(since)),
+            "suspected",
+            head,
+            float(np.median(since)),
+            sus.p_value,
+            "change-point",
+            _step_info(s, sus, order, pos, "regression" if worse else "improvement"),
+            tuple(steps),
             noise,
         )
     # No recent step: head against the level since the last step (or the window).

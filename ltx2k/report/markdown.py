@@ -5,7 +5,13 @@ from __future__ import annotations
 from ltx2k.analysis.model import Baseline, Cell, Report, StepInfo
 from ltx2k.history.records import QUIET_KINDS
 
-_MARK = {"regression": " ❌", "improvement": " ✅", "ok": "", "insufficient": ""}
+_MARK = {
+    "regression": " ❌",
+    "improvement": " ✅",
+    "suspected": " ❔",
+    "ok": "",
+    "insufficient": "",
+}
 
 
 def format_value(value: float | None, unit: str, digits: int = 3) -> str:
@@ -89,6 +95,11 @@ def render_markdown(report: Report) -> str:
 
     if regs:
         cell_table("Regressions", regs)
+    suspects = report.cells("suspected")
+    if suspects:
+        cell_table("Suspected (too weak to flag yet; next step: `ltx2k confirm`)", suspects)
+        how = "`ltx2k confirm --benchmark NAME --good LAST_GOOD --bad FIRST_BAD --param ...`"
+        out.extend([f"Re-measure each on its runner with {how}.", ""])
     if report.notes:
         out.extend(["### Missing data", ""] + [f"- {n}" for n in report.notes] + [""])
     if imps:

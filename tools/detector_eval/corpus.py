@@ -16,7 +16,9 @@ are one call away (``make_corpus(seed=other)``):
   samples, which keeps the real between-run scatter and within-run shape.
 
 Series that share a machine and a metric form a pool (:meth:`Corpus.groups`):
-a detector may estimate the machine's noise from all of them at once.
+a detector may estimate the machine's noise from all of them at once; each
+series records its pool's median true noise (``pool_noise``).
+:meth:`Corpus.window` cuts every series to its last runs, as a short history.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import tempfile
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +91,7 @@ class Series:
     tail: str
     step_index: int | None = None  # first run on the new level
     step_ratio: float | None = None  # new level / old level
+    pool_noise: float | None = None  # median true noise of the series of its pool
 
     @property
     def n(self) -> int:
@@ -115,6 +118,12 @@ class Series:
     def qualifying(self) -> bool:
         return self.changed and self.step_size >= max(QUALIFY_MIN, QUALIFY_SIGMAS * self.noise)
 
+    @property
+    def qualifying_pooled(self) -> bool:
+        """Big enough against the noise of its GPU's cells of its metric (their median)."""
+        noise = self.noise if self.pool_noise is None else self.pool_noise
+        return self.changed and self.step_size >= max(QUALIFY_MIN, QUALIFY_SIGMAS * noise)
+
 
 @dataclass(frozen=True)
 class Corpus:
@@ -127,6 +136,25 @@ class Corpus:
         for i, s in enumerate(self.series):
             out[(s.machine, s.metric)].append(i)
         return dict(out)
+
+    def window(self, before: int) -> Corpus:
+        """Every series cut to its last *before* runs and HEAD, as ``ltx2k regress --last``
+        sees it: a step whose old level is no longer in the window is no step in it."""
+        out = []
+        for s in self.series:
+            start = max(0, s.n - before - 1)
+            index = None if s.step_index is None else s.step_index - start
+            keep = index is not None and index >= 1
+            out.append(
+                replace(
+                    s,
+                    values=s.values[start:],
+                    samples=s.samples[start:],
+                    step_index=index if keep else None,
+                    step_ratio=s.step_ratio if keep else None,
+                )
+            )
+        return Corpus(seed=self.seed, series=tuple(out))
 
     def describe(self) -> dict:
         ss = self.series
@@ -356,4 +384,9 @@ def make_corpus(
         for machine, cells in load_real_cells(data_dir).items():
             for r in range(real_replicas):
                 series.extend(real_replica(seed, machine, r, cells))
+    pools: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for s in series:
+        pools[(s.machine, s.metric)].append(s.noise)
+    median = {k: float(np.median(v)) for k, v in pools.items()}
+    series = [replace(s, pool_noise=median[(s.machine, s.metric)]) for s in series]
     return Corpus(seed=seed, series=tuple(series))

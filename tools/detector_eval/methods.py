@@ -5,7 +5,8 @@ its HEAD) and reports steps as ``Found(index, last_good_index)``: the first
 run on the new level and the last run on the old one.
 
 * ``ltx2k``: :mod:`ltx2k.analysis.changepoint`, with its noise prior pooled
-  over the machine's series of one metric, cut at the same ``end``.
+  over the machine's series of one metric, cut at the same ``end``; its
+  suspect, if any, is reported too, marked ``suspected``.
 * ``asv``: ``asv publish``'s regression detection as its regressions page uses
   it: ``detect_steps(y, w)`` with asv's weights (2 / width of each run's 99%
   CI, from the samples) then ``detect_regressions(steps, threshold)`` with the
@@ -43,6 +44,7 @@ OTAVA_VENV = REPO / ".asv" / "otava-venv"
 class Found:
     index: int
     last_good_index: int
+    suspected: bool = False  # ltx2k's step seen on one run, not flagged (Detection.suspect)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,10 @@ def _ltx2k_batch(corpus: Corpus, jobs: list[Job], min_effect: float) -> list[lis
             prior=priors[key],
             min_effect=min_effect,
         )
-        out.append([Found(int(st.index), int(st.last_good_index)) for st in res.steps])
+        found = [Found(int(st.index), int(st.last_good_index)) for st in res.steps]
+        if res.suspect is not None:
+            found.append(Found(int(res.suspect.index), int(res.suspect.last_good_index), True))
+        out.append(found)
     return out
 
 

@@ -18,6 +18,12 @@ Rules (docs/detectors.md states them for readers):
   level at the first prefix whose report matches. *Within 3 commits*: found
   by the prefix ending two runs after the step, or by HEAD when that comes
   sooner.
+* *Suspected* steps (ltx2k's ``Detection.suspect``) never count above: they count
+  towards "flagged or suspected" recall and the first bad commit, and apart as the
+  share of unchanged series with one.
+* *Short histories* (``--short``): the corpus cut to its last N runs and HEAD
+  (``Corpus.window``), judged at HEAD only; "pooled rule" steps qualify against the
+  median true noise of the series' pool rather than their own.
 """
 
 from __future__ import annotations
@@ -71,8 +77,9 @@ class Outcome:
     """One series under one method: the verdict at HEAD and, for a step, when it was first seen."""
 
     series: Series
-    head: Verdict
+    head: Verdict  # flagged steps only
     first_seen: int | None = None  # runs on the new level at the first matching cut
+    head_any: Verdict | None = None  # flagged or suspected steps (ltx2k's suspects)
 
     @property
     def within(self) -> bool:
@@ -102,10 +109,12 @@ def outcomes(corpus: Corpus, jobs: Sequence[Job], found: Sequence[list[Found]]) 
         first = None
         if s.step_index is not None:
             for end in sorted(cuts):
-                if end > s.step_index and judge(cuts[end], s.step_index).tp:
+                flagged = [f for f in cuts[end] if not f.suspected]
+                if end > s.step_index and judge(flagged, s.step_index).tp:
                     first = end - s.step_index
                     break
-        out.append(Outcome(s, judge(cuts[s.n], s.step_index), first))
+        flagged = [f for f in cuts[s.n] if not f.suspected]
+        out.append(Outcome(s, judge(flagged, s.step_index), first, judge(cuts[s.n], s.step_index)))
     return out
 
 
@@ -182,7 +191,19 @@ def summarise(outs: Sequence[Outcome]) -> dict:
             }
         )
     within_q = sum(o.within for o in qual)
+    anyv = [o.head_any or o.head for o in qual]
+    pooled = [o.head_any or o.head for o in steps if o.series.qualifying_pooled]
     return {
+        # Qualifying against the GPU's pooled noise (the median of its pool's cells).
+        "pooled_qualifying_steps": len(pooled),
+        "recall_pooled_or_suspected": _rate(sum(v.tp for v in pooled), len(pooled)),
+        "exact_pooled_or_suspected": _rate(sum(v.exact for v in pooled), len(pooled)),
+        # Flagged or suspected: a suspect names its step and ltx2k confirm as the next step.
+        "recall_qualifying_or_suspected": _rate(sum(v.tp for v in anyv), len(qual)),
+        "exact_qualifying_or_suspected": _rate(sum(v.exact for v in anyv), len(qual)),
+        "suspected_unchanged": _rate(
+            sum((o.head_any or o.head).reported > o.head.reported for o in unchanged), n_unch
+        ),
         "series": len(outs),
         "unchanged": n_unch,
         "steps": len(steps),
@@ -491,6 +512,62 @@ def evaluate(
     return results
 
 
+# -- short histories ---------------------------------------------------------------
+
+SHORT_WINDOWS = (4, 5, 6)  # runs before HEAD: ``ltx2k regress --last N`` on a new runner
+SHORT_KEYS = (
+    "false_flag_rate",
+    "suspected_unchanged",
+    "recall_qualifying",
+    "recall_qualifying_or_suspected",
+    "exact_qualifying_or_suspected",
+    "qualifying_steps",
+    "recall_pooled_or_suspected",
+    "exact_pooled_or_suspected",
+    "pooled_qualifying_steps",
+    "unchanged",
+)
+
+
+def short_histories(
+    corpus: Corpus, methods: dict[str, Method], windows=SHORT_WINDOWS, workers: int = 1
+) -> dict:
+    """HEAD-only scores of every method on the corpus cut to each window."""
+    out = {}
+    for w in windows:
+        cut = corpus.window(w)
+        out[str(w)] = {}
+        for name, method in methods.items():
+            outs, _ = run_method(method, cut, workers=workers, latency=False)
+            s = summarise(outs)
+            out[str(w)][name] = {k: s[k] for k in SHORT_KEYS}
+    return out
+
+
+def short_table(results: dict) -> str:
+    lines = [
+        "| runs before HEAD | method | false flags | suspected (unchanged) | recall, flagged "
+        "| recall, flagged or suspected | first bad commit named | qualifying "
+        "| recall, pooled rule | first bad commit, pooled rule | qualifying, pooled rule |",
+        "| ---: | --- |" + " ---: |" * 9,
+    ]
+    for w, block in results.items():
+        for name, m in block.items():
+            cells = [
+                _pct(m["false_flag_rate"]),
+                _pct(m["suspected_unchanged"]),
+                _pct(m["recall_qualifying"]),
+                _pct(m["recall_qualifying_or_suspected"]),
+                _pct(m["exact_qualifying_or_suspected"]),
+                str(m["qualifying_steps"]),
+                _pct(m["recall_pooled_or_suspected"]),
+                _pct(m["exact_pooled_or_suspected"]),
+                str(m["pooled_qualifying_steps"]),
+            ]
+            lines.append(f"| {w} | `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -501,6 +578,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--held-out",
         default="",
         help="comma-separated seeds of further corpora built the same way (summary only)",
+    )
+    ap.add_argument(
+        "--short",
+        default=",".join(str(w) for w in SHORT_WINDOWS),
+        help="comma-separated runs before HEAD to score short histories at ('' for none)",
     )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--otava-venv", type=Path, default=None)
@@ -514,9 +596,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     corpus = make_corpus(args.seed, small=args.small)
     methods = {m: known[m] for m in wanted}
     results = evaluate(corpus, methods, workers=args.workers)
+    windows = tuple(int(x) for x in args.short.split(",") if x.strip())
     results["held_out"] = {}
+    results["short_histories"] = {}
+    if windows:
+        results["short_histories"][str(args.seed)] = short_histories(
+            corpus, methods, windows, args.workers
+        )
     for seed in (int(x) for x in args.held_out.split(",") if x.strip()):
-        other = evaluate(make_corpus(seed, small=args.small), methods, workers=args.workers)
+        other_corpus = make_corpus(seed, small=args.small)
+        other = evaluate(other_corpus, methods, workers=args.workers)
+        if windows:
+            results["short_histories"][str(seed)] = short_histories(
+                other_corpus, methods, windows, args.workers
+            )
         results["held_out"][str(seed)] = {
             "corpus": other["corpus"],
             "methods": {
@@ -529,6 +622,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     text = "\n\n".join(f"### {view}\n\n{t}" for view, t in zip(VIEWS, md, strict=True))
     if results["held_out"]:
         text += "\n\n### held-out corpora\n\n" + held_out_table(results)
+    for seed, block in results["short_histories"].items():
+        text += f"\n\n### short histories, seed {seed}\n\n" + short_table(block)
     (args.out / "detector-scores.md").write_text(text + "\n")
     plot(results, args.out / "detector-scores.png")
     print(md[0])
