@@ -45,5 +45,9 @@ LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 # The variant each public function runs by default (its ``variant=``).
 DEFAULT_VARIANT = {"split_rope": "tiled", "ada_values9": "slab_dconst"}
 
+# The defaults before the current one, latest first: at a commit that predates the
+# default, the dashboard shows the one that was the default then.
+FORMER_DEFAULTS = {"split_rope": ("blocked",), "ada_values9": ("slab_grid", "slab")}
+
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}

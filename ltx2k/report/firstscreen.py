@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k import asv_compat, cases
+from ltx2k import asv_compat, cases, variants
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.report import links, plots
@@ -312,6 +312,9 @@ def _shown_variant(kernel: str, default: str, index, machine: str, head: str | N
     present = [v for v in cases.KERNELS[kernel].variants if v not in peers and has(v)]
     if not present:
         return default
+    for former in variants.FORMER_DEFAULTS.get(kernel, ()):
+        if former in present:
+            return former
     # The nearest relative by name, in whole "_"-separated words, the kernel's own order
     # breaking ties: "blocked" for "blocked_native" (the kernel it launches), "slab" for
     # "slab_dconst".
