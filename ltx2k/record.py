@@ -17,7 +17,8 @@ lock. Recording never raises into a kernel call: a call that cannot be recorded
 Several recordings, threads or processes may write one file: each merges its
 counts into it under a file lock and replaces it in one rename, so no count is
 lost and the file is never half-written. A path that cannot be written is an
-error when the recording starts, not when it ends.
+error when the recording starts, not when it ends (for ``LTX2K_RECORD_SHAPES``, one line
+on stderr when the kernels are first imported; the process runs on unrecorded).
 """
 
 from __future__ import annotations
@@ -412,7 +413,10 @@ def _from_environment() -> None:
     try:
         recording = Recording(path)
     except ValueError as e:
-        raise ValueError(f"{ENV_VAR}: {e}") from None
+        # Said once, when the process starts; the process itself goes on (a library never
+        # takes its caller down), unrecorded.
+        print(f"ltx2k: error: {ENV_VAR}: {e}; not recording", file=sys.stderr)
+        return
     _start(recording)
     atexit.register(_write_at_exit, recording)
     if hasattr(os, "register_at_fork"):
