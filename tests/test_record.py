@@ -97,7 +97,7 @@ def test_outside_a_recording_nothing_is_active_and_nothing_written(tmp_path):
 def test_concurrent_threads_lose_no_count(tmp_path):
     path = tmp_path / "calls.json"
     x, cos, sin = _rope_args(True)
-    n_threads, n_calls = 4, 500
+    n_threads, n_calls = 4, 5000
     barrier = threading.Barrier(n_threads)
 
     def caller():
@@ -105,12 +105,19 @@ def test_concurrent_threads_lose_no_count(tmp_path):
         for _ in range(n_calls):
             record.note("split_rope", x, cos, sin)  # the public functions' first line
 
-    with ltx2k.record_shapes(path):
-        threads = [threading.Thread(target=caller) for _ in range(n_threads)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    # Switch threads as often as the interpreter can, so that an unguarded
+    # read-modify-write of a count would lose some.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ltx2k.record_shapes(path):
+            threads = [threading.Thread(target=caller) for _ in range(n_threads)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        sys.setswitchinterval(interval)
     assert _calls(path) == {("split_rope", "token_major"): n_threads * n_calls}
 
 
