@@ -252,3 +252,20 @@ def test_a_record_file_is_what_read_accepts(tmp_path):
     data = json.loads(path.read_text())
     assert data["format"] == record.FORMAT
     assert record.read(path) == data
+
+
+def test_a_function_under_torch_compile_traces_the_hook_without_a_break(tmp_path):
+    # fullgraph=True fails on a graph break: the hook must trace, inside a recording
+    # and out, and what dynamo traces is not a call.
+    def fn(x, cos, sin):
+        record.note("split_rope", x, cos, sin)
+        return x * 2
+
+    args = _rope_args(True)
+    path = tmp_path / "calls.json"
+    with ltx2k.record_shapes(path):
+        out = torch.compile(fn, fullgraph=True, backend="eager")(*args)
+        record.note("split_rope", *args)  # one real call, for the file to exist
+    assert torch.equal(out, args[0] * 2)
+    assert _calls(path) == {("split_rope", "token_major"): 1}
+    torch.compile(fn, fullgraph=True, backend="eager")(*args)  # no recording: no guard fails
