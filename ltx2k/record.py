@@ -213,13 +213,20 @@ def _signature(key: tuple, calls: int) -> dict:
         }
     sig = {"kernel": kernel, "calls": calls, "args": args}
     if kernel == "split_rope":
-        layouts = set()
-        for name in ("cos", "sin"):
-            a = args[name]
-            if len(a["shape"]) == 4:
-                layouts.add(cos_sin_layout(a["shape"], a["stride"]))
-        sig["layout"] = layouts.pop() if len(layouts) == 1 else "mixed"
+        sig["layout"] = rope_layout(args)
     return sig
+
+
+def rope_layout(args: dict) -> str:
+    """The cos/sin layout of a RoPE signature's args: "mixed" where cos and sin differ,
+    "unknown" where they are not 4-D."""
+    layouts = set()
+    for name in ("cos", "sin"):
+        a = args[name]
+        if len(a["shape"]) != 4:
+            return "unknown"
+        layouts.add(cos_sin_layout(a["shape"], a["stride"]))
+    return layouts.pop() if len(layouts) == 1 else "mixed"
 
 
 def _identity(sig: dict) -> str:
@@ -294,7 +301,7 @@ def read(path: str | os.PathLike) -> dict:
 # --- from signatures to suite shapes ----------------------------------------------------
 
 
-def _rope_shape(args: dict, layout: str, source: str):
+def _rope_shape(args: dict, source: str):
     from ltx2k import shapes
 
     x, cos, sin = args["x"], args["cos"], args["sin"]
@@ -315,8 +322,12 @@ def _rope_shape(args: dict, layout: str, source: str):
         raise ValueError(f"head dim D = {HD}/{H} = {D} is odd; the split halves need it even")
     if half * 2 != D:
         raise ValueError(f"cos.shape[3] = {half} is not D/2 = {D // 2}")
+    layout = rope_layout(args)  # from the strides: a file's own "layout" is only a summary
     if layout not in shapes.LAYOUTS:
-        raise ValueError(f"cos/sin layout {layout!r} is not one of {shapes.LAYOUTS}")
+        raise ValueError(
+            f"cos/sin layout is {layout} (cos strides {cos['stride']}, sin strides "
+            f"{sin['stride']}); a suite shape is one of {shapes.LAYOUTS}"
+        )
     return shapes.shape_from_fields(
         "split_rope", {"B": B, "S": S, "H": H, "D": D, "layout": layout}, source
     )
@@ -349,7 +360,7 @@ def _ada_shape(args: dict, source: str):
 def suite_shape(sig: dict, source: str):
     """The suite shape a (checked) signature is timed at; ValueError saying why there is none."""
     if sig["kernel"] == "split_rope":
-        return _rope_shape(sig["args"], sig.get("layout", "token_major"), source)
+        return _rope_shape(sig["args"], source)
     return _ada_shape(sig["args"], source)
 
 

@@ -227,7 +227,10 @@ BAD_RECORDS = {
         _record_text(_sig(args__x__dtype="float16")),
         "signatures[0] (split_rope): x is float16; the kernel takes bfloat16",
     ),
-    "mixed_layout": (_record_text(_sig(layout="mixed")), "cos/sin layout 'mixed'"),
+    "mixed_layout": (
+        _record_text(_sig(args__sin__stride=[64, 32, 8, 1])),
+        "cos/sin layout is mixed (cos strides [64, 8, 16, 1], sin strides [64, 32, 8, 1])",
+    ),
     "zero_calls": (_record_text(_sig(calls=0)), "signatures[0]: calls must be a positive"),
     "missing_arg": (
         _record_text({**_sig(), "args": {"x": _sig()["args"]["x"]}}),
@@ -331,3 +334,14 @@ def test_recorded_dtypes_match_the_inputs_cases_builds(tmp_path):
     (a,) = record.additions(rec)
     assert a.shape == shape and not a.held and a.calls == 1
     assert torch.bfloat16 == cases.rope_inputs(a.shape, DEVICE)[0].dtype
+
+
+def test_a_hand_written_record_is_read_by_its_strides(tmp_path):
+    # Only what a signature is: no layout summary, no alignment, keys in another order.
+    cs = {"dtype": "bfloat16", "stride": [256, 32, 8, 1], "shape": [1, 4, 8, 8]}
+    x = {"shape": [1, 8, 64], "stride": [512, 64, 1], "dtype": "bfloat16"}
+    sig = {"calls": 2, "args": {"sin": cs, "cos": cs, "x": x}, "kernel": "split_rope"}
+    rec = tmp_path / "hand.json"
+    rec.write_text(_record_text(sig))
+    (a,) = record.additions(rec)
+    assert a.shape.label == "B1_S8_H4_D16_head_major" and a.calls == 2

@@ -40,7 +40,6 @@ FPS = 24
 
 @dataclass(frozen=True)
 class Stream:
-    name: str
     heads: int
     head_dim: int
 
@@ -49,10 +48,10 @@ class Stream:
         return self.heads * self.head_dim
 
 
-VIDEO = Stream("video", 32, 128)
-AUDIO = Stream("audio", 32, 64)
-SMALL_VIDEO = Stream("video", 3, 32)
-SMALL_AUDIO = Stream("audio", 2, 16)
+VIDEO = Stream(32, 128)
+AUDIO = Stream(32, 64)
+SMALL_VIDEO = Stream(3, 32)
+SMALL_AUDIO = Stream(2, 16)
 
 # (height, width, frames): typical generation sizes.
 VIDEOS = (
