@@ -83,7 +83,7 @@ class Recording:
             self._counts[key] = self._counts.get(key, 0) + 1
 
     def forget(self) -> None:
-        """Drop the counts so far (a forked child starts from none: its parent writes them)."""
+        """Drop the counts so far (in a forked child: its parent writes them)."""
         self._lock = threading.Lock()  # the parent's may have been held at fork()
         self._counts = {}
 
@@ -407,8 +407,16 @@ def _write_at_exit(recording: Recording) -> None:
         print(f"ltx2k: {ENV_VAR}: counts not written: {e}", file=sys.stderr)
 
 
-def _forget_in_child(recording: Recording) -> None:
-    recording.forget()
+def _forget_in_child() -> None:
+    # A forked child inherits its parent's counts, which the parent writes: the child
+    # counts its own calls only.
+    global _ACTIVE_LOCK
+    _ACTIVE_LOCK = threading.Lock()  # the parent's may have been held at fork()
+    for recording in _ACTIVE:
+        recording.forget()
+
+
+def _write_in_child(recording: Recording) -> None:
     # A multiprocessing child made by fork() leaves through os._exit, which skips atexit;
     # multiprocessing runs its own exit finalizers first.
     if "multiprocessing" in sys.modules:
@@ -431,7 +439,9 @@ def _from_environment() -> None:
     _start(recording)
     atexit.register(_write_at_exit, recording)
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=lambda: _forget_in_child(recording))
+        os.register_at_fork(after_in_child=lambda: _write_in_child(recording))
 
 
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 _from_environment()

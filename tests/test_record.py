@@ -269,3 +269,25 @@ def test_a_function_under_torch_compile_traces_the_hook_without_a_break(tmp_path
     assert torch.equal(out, args[0] * 2)
     assert _calls(path) == {("split_rope", "token_major"): 1}
     torch.compile(fn, fullgraph=True, backend="eager")(*args)  # no recording: no guard fails
+
+
+def test_a_child_forked_inside_a_recording_writes_its_own_calls_only(tmp_path):
+    path = tmp_path / "calls.json"
+    args = _rope_args(True)
+    with ltx2k.record_shapes(path) as recording:
+        for _ in range(3):
+            record.note("split_rope", *args)
+        pid = os.fork()
+        if pid == 0:  # the child: one call of its own, written, and out
+            code = 1
+            try:
+                record.note("split_rope", *args)
+                recording.write()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        for _ in range(2):
+            record.note("split_rope", *args)
+    assert _calls(path) == {("split_rope", "token_major"): 3 + 1 + 2}
