@@ -345,3 +345,13 @@ def test_a_hand_written_record_is_read_by_its_strides(tmp_path):
     rec.write_text(_record_text(sig))
     (a,) = record.additions(rec)
     assert a.shape.label == "B1_S8_H4_D16_head_major" and a.calls == 2
+
+
+def test_the_kernels_and_their_arguments_agree_everywhere():
+    import inspect
+
+    assert set(record.ARGS) == set(shapes.KERNEL_FIELDS) == set(cases.KERNELS)
+    for kernel, names in record.ARGS.items():
+        fn = cases.variant_fn(kernel, cases.KERNELS[kernel].variants[0]).func
+        params = list(inspect.signature(fn).parameters)
+        assert params[: len(names)] == list(names), kernel
