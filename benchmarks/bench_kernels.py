@@ -199,8 +199,22 @@ class _State:
 def _shape(kernel, label):
     for s in _KERNELS[kernel][1]:
         if s.label == label:
+            _check_layout(s)
             return s
     raise NotImplementedError(f"shape {label} is not in this machine's list")
+
+
+def _check_layout(shape) -> None:
+    # A commit from before the cos/sin layout was part of a shape builds every
+    # RoPE input token-major: timing a head-major shape there would time the wrong one.
+    if getattr(shape, "layout", _SHAPES.DEFAULT_LAYOUT) == _SHAPES.DEFAULT_LAYOUT:
+        return
+    try:
+        from ltx2k import cases
+    except ImportError as e:
+        raise NotImplementedError(f"ltx2k.cases unavailable at this commit: {e}") from e
+    if not hasattr(cases, "rope_layout"):
+        raise NotImplementedError(f"no {shape.layout} cos/sin inputs at this commit")
 
 
 def _skip_warm_beyond_l2(kernel, shape) -> None:

@@ -5,6 +5,7 @@ Public API (imported lazily, so that the harness can choose Triton's backend
 
 - :func:`apply_ltx2_split_rotary_emb` -- split-layout rotary embedding;
 - :func:`ltx2_ada_values9` -- the nine AdaLN scale/shift/gate tensors;
+- :func:`record_shapes` -- record the call signatures both functions see (:mod:`ltx2k.record`);
 - :mod:`ltx2k.reference` -- the eager PyTorch references both match bit for bit.
 """
 
@@ -17,9 +18,10 @@ _LAZY = {
     "ltx2_ada_values9": ("ltx2k.kernels.adaln", "ltx2_ada_values9"),
     "ROPE_VARIANTS": ("ltx2k.kernels.rope", "VARIANTS"),
     "ADA_VARIANTS": ("ltx2k.kernels.adaln", "VARIANTS"),
+    "record_shapes": ("ltx2k.record", "record_shapes"),
 }
 
-__all__ = ["apply_ltx2_split_rotary_emb", "ltx2_ada_values9", "__version__"]
+__all__ = ["apply_ltx2_split_rotary_emb", "ltx2_ada_values9", "record_shapes", "__version__"]
 
 
 def __getattr__(name: str):

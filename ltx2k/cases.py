@@ -37,11 +37,21 @@ def _generator(device, seed: int, exact: bool) -> torch.Generator:
 
 
 def rope_inputs(
-    shape: shapes.RopeShape, device, seed: int = 0, exact: bool = False, transposed: bool = True
+    shape: shapes.RopeShape,
+    device,
+    seed: int = 0,
+    exact: bool = False,
+    transposed: bool | None = None,
 ):
-    """(x, cos, sin) for one shape. ``transposed`` builds cos/sin as [B,S,H,D/2].transpose(1,2),
-    the layout LTX-2 produces, so the kernels' stride handling is always exercised."""
+    """(x, cos, sin) for one shape, cos/sin in the shape's layout (``shape.layout``).
+
+    Token-major cos/sin are [B,S,H,D/2].transpose(1,2), the layout LTX-2 produces;
+    head-major ones a contiguous [B,H,S,D/2]. ``transposed`` overrides the shape's
+    layout (True: token-major), for tests of both layouts at one shape.
+    """
     B, S, H, D = shape.B, shape.S, shape.H, shape.D
+    if transposed is None:
+        transposed = rope_layout(shape) == shapes.DEFAULT_LAYOUT
     gen = _generator(device, seed, exact)
     cs_shape = (B, S, H, D // 2) if transposed else (B, H, S, D // 2)
     if exact:
@@ -58,6 +68,14 @@ def rope_inputs(
     if transposed:
         cos, sin = cos.transpose(1, 2), sin.transpose(1, 2)
     return x, cos, sin
+
+
+def rope_layout(shape) -> str:
+    """The cos/sin layout of a RoPE shape; token-major for a shape object that has none."""
+    layout = getattr(shape, "layout", shapes.DEFAULT_LAYOUT)
+    if layout not in shapes.LAYOUTS:
+        raise ValueError(f"RoPE shape {shape.label}: unknown cos/sin layout {layout!r}")
+    return layout
 
 
 def ada_inputs(shape: shapes.AdaShape, device, seed: int = 0, exact: bool = False):

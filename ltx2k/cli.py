@@ -96,6 +96,7 @@ cmd_confirm = commands.confirm.run
 cmd_store_push = commands.store.push
 cmd_store_pull = commands.store.pull
 cmd_publish = commands.publish.run
+cmd_shapes = commands.shapes.run
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,13 +1,47 @@
-"""Benchmark shapes, as data (the kernels' variants are in ``ltx2k/variants.py``).
+"""Benchmark shapes, read from the data file ``ltx2k/shapes.json`` (format: docs/shapes.md).
 
-These lists are **append-only**: a shape's label is the key of its asv
-history, so renaming or reordering one silently orphans that history.
-Add new entries at the end; never edit or delete an existing one.
+The kernels' variants are in ``ltx2k/variants.py``. The data file is
+**append-only**: a shape's label is the key of its asv history, so renaming or
+reordering one silently orphans that history. New entries go at the end of
+``shapes``; a new shape's label goes at the end of a ``metric_shapes`` list.
+
+This module uses the standard library only and finds the data file next to
+itself: ``benchmarks/bench_kernels.py`` loads it by path from the working
+tree, without importing the package (see there why).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA_FILE = Path(__file__).with_name("shapes.json")
+FORMAT = "ltx2k-shapes/1"
+
+# RoPE's cos/sin layouts. Both are [B, H, S, D/2] views: "token_major" is stored
+# as [B, S, H, D/2] (what LTX-2 passes: a transposed view), "head_major" as a
+# contiguous [B, H, S, D/2]. Every shape before the layout was data is token-major.
+DEFAULT_LAYOUT = "token_major"
+LAYOUTS = (DEFAULT_LAYOUT, "head_major")
+TABLE_DTYPES = ("bf16", "fp32")
+# Which list a shape is in: timed on GPUs, or run by the CPU interpreter
+# (machine "cpu-interpreter"), ~1e5x slower, where production shapes would take hours.
+RUNS_ON = ("gpu", "cpu-interpreter")
+# Where a shape came from: "hand-picked", or "<kind>: <what>", e.g.
+# "recorded: ltx2_calls.json" (a recorder file) or "model config: <url or file>".
+SOURCE_KINDS = ("hand-picked", "recorded", "model config")
+# Metrics timed only at the shapes listed for them (each list is append-only):
+# every other metric times every shape of the machine's list.
+#   host_calibrated  shapes whose call costs more host than device time, so that host
+#                    latency is what a caller waits on (one per launch path the default
+#                    variant takes; AdaLN's table dtype changes it)
+#   kernel           CUPTI kernel duration: decode shapes, where graph-replay device time
+#                    is mostly the graph's launch floor, and one shape of 10 us or more
+#                    per kernel, where the two metrics must agree
+OPT_IN_METRICS = ("host_calibrated", "kernel")
 
 
 @dataclass(frozen=True)
@@ -16,10 +50,15 @@ class RopeShape:
     S: int
     H: int
     D: int
+    layout: str = DEFAULT_LAYOUT
+    source: str = field(default="hand-picked", compare=False)
 
     @property
     def label(self) -> str:
-        return f"B{self.B}_S{self.S}_H{self.H}_D{self.D}"
+        # The default layout is not in the label: the labels (and asv histories)
+        # from before the layout was data stay as they were.
+        base = f"B{self.B}_S{self.S}_H{self.H}_D{self.D}"
+        return base if self.layout == DEFAULT_LAYOUT else f"{base}_{self.layout}"
 
 
 @dataclass(frozen=True)
@@ -28,58 +67,217 @@ class AdaShape:
     S: int
     D: int
     table_dtype: str = "bf16"  # "bf16" or "fp32"
+    source: str = field(default="hand-picked", compare=False)
 
     @property
     def label(self) -> str:
         return f"B{self.B}_S{self.S}_D{self.D}_{self.table_dtype}"
 
 
-# Production shapes, timed on GPUs. Append only.
-ROPE_SHAPES: tuple[RopeShape, ...] = (
-    RopeShape(1, 1024, 32, 128),
-    RopeShape(1, 4096, 16, 128),
-    RopeShape(4, 1152, 32, 128),
-    RopeShape(4, 25, 32, 64),
-    RopeShape(2, 6144, 16, 128),
-    RopeShape(1, 16384, 32, 128),
-)
-
-ADA_SHAPES: tuple[AdaShape, ...] = (
-    AdaShape(1, 1, 4096, "bf16"),
-    AdaShape(1, 1, 4096, "fp32"),
-    AdaShape(1, 1, 2048),
-    AdaShape(2, 3, 2048),
-    AdaShape(1, 1024, 4096),
-    AdaShape(2, 6144, 4096),
-)
-
-# Tiny shapes for the CPU interpreter (machine "cpu-interpreter"): the
-# interpreter runs ~1e5x slower than a GPU, so production shapes would take
-# hours. They exercise the same code paths (non-power-of-two heads, S=1, B>1,
-# D=64/128, partial head blocks). Append only.
-ROPE_SHAPES_CPU: tuple[RopeShape, ...] = (
-    RopeShape(1, 4, 3, 64),
-    RopeShape(2, 1, 5, 32),
-)
-
-ADA_SHAPES_CPU: tuple[AdaShape, ...] = (
-    AdaShape(1, 1, 256, "bf16"),
-    AdaShape(2, 3, 96, "fp32"),
-)
-
-# Shapes whose call costs more host time than device time on current GPUs, so
-# that host latency is what a caller waits on: the calibrated host-latency
-# metric times the default variant (``ltx2k.variants``) at these (one per launch
-# path the default takes; AdaLN's table dtype changes it). Append only.
-HOST_BOUND_SHAPES: dict[str, tuple] = {
-    "split_rope": (ROPE_SHAPES[3],),
-    "ada_values9": ADA_SHAPES[:2],
+# Per kernel: its shape type and the entry fields beyond kernel, runs_on and source.
+KERNEL_FIELDS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "split_rope": (RopeShape, ("B", "S", "H", "D", "layout")),
+    "ada_values9": (AdaShape, ("B", "S", "D", "table_dtype")),
 }
 
-# Shapes timed for kernel duration (CUPTI): the decode shapes, where the
-# graph-replay device time is mostly the graph's own launch floor, and one shape
-# of 10 us or more per kernel, where the two metrics must agree. Append only.
-KERNEL_TIME_SHAPES: dict[str, tuple] = {
-    "split_rope": (ROPE_SHAPES[3], ROPE_SHAPES[1]),
-    "ada_values9": (*ADA_SHAPES[:4], ADA_SHAPES[4]),
-}
+
+def check_source(source: object) -> str:
+    """*source* if it is "hand-picked" or "<kind>: <what>" with a known kind; else ValueError."""
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a string, got {source!r}")
+    kind, sep, what = source.partition(": ")
+    if source == "hand-picked" or (sep and what.strip() and kind in SOURCE_KINDS[1:]):
+        return source
+    raise ValueError(
+        f"source must be 'hand-picked', 'recorded: FILE' or 'model config: WHERE', got {source!r}"
+    )
+
+
+def shape_from_fields(kernel: str, values: dict, source: str = "hand-picked"):
+    """The shape of *kernel* with these field values; ValueError saying which one is wrong."""
+    if kernel not in KERNEL_FIELDS:
+        raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(KERNEL_FIELDS)})")
+    cls, names = KERNEL_FIELDS[kernel]
+    for name in names:
+        if name not in values:
+            raise ValueError(f"{kernel} shape has no {name!r}")
+    dims = [n for n in names if n not in ("layout", "table_dtype")]
+    for name in dims:
+        v = values[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if kernel == "split_rope":
+        if values["D"] % 2:
+            raise ValueError(f"head dim D must be even (split halves), got {values['D']}")
+        if values["layout"] not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {values['layout']!r}")
+    elif values["table_dtype"] not in TABLE_DTYPES:
+        raise ValueError(
+            f"table_dtype must be one of {TABLE_DTYPES}, got {values['table_dtype']!r}"
+        )
+    return cls(**{n: values[n] for n in names}, source=check_source(source))
+
+
+def entry(kernel: str, shape, runs_on: str = "gpu") -> dict:
+    """The data file's entry of *shape*, keys in the file's order."""
+    _, names = KERNEL_FIELDS[kernel]
+    return {
+        "kernel": kernel,
+        "runs_on": runs_on,
+        **{n: getattr(shape, n) for n in names},
+        "source": shape.source,
+    }
+
+
+@dataclass(frozen=True)
+class SuiteShapes:
+    """The data file, read and checked: shapes per (kernel, runs_on), in file order."""
+
+    shapes: dict[tuple[str, str], tuple]
+    metric_shapes: dict[str, dict[str, tuple]]
+    raw: dict = field(compare=False, repr=False)
+
+    def labels(self, kernel: str) -> set[str]:
+        return {s.label for r in RUNS_ON for s in self.shapes[(kernel, r)]}
+
+    def metrics_of(self, kernel: str, shape) -> tuple[str, ...]:
+        return tuple(m for m in OPT_IN_METRICS if shape in self.metric_shapes[m][kernel])
+
+
+def parse(data: object, where: str) -> SuiteShapes:
+    """Check a data file's content; every error names *where* and the entry."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{where}: not an ltx2k shapes file (needs format {FORMAT!r})")
+    entries = data.get("shapes")
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: 'shapes' must be a list")
+    lists: dict[tuple[str, str], list] = {(k, r): [] for k in KERNEL_FIELDS for r in RUNS_ON}
+    seen: dict[tuple[str, str], int] = {}
+    for i, e in enumerate(entries):
+        at = f"{where}: shapes[{i}]"
+        if not isinstance(e, dict):
+            raise ValueError(f"{at}: must be an object, got {e!r}")
+        kernel, runs_on = e.get("kernel"), e.get("runs_on")
+        if runs_on not in RUNS_ON:
+            raise ValueError(f"{at}: runs_on must be one of {RUNS_ON}, got {runs_on!r}")
+        try:
+            shape = shape_from_fields(kernel, e, e.get("source"))
+        except ValueError as err:
+            raise ValueError(f"{at}: {err}") from None
+        extra = set(e) - set(entry(kernel, shape, runs_on))
+        if extra:
+            raise ValueError(f"{at}: unknown key(s) {sorted(extra)}")
+        if (kernel, shape.label) in seen:  # labels are unique per kernel: find_shape, asv
+            j = seen[(kernel, shape.label)]
+            raise ValueError(f"{at}: {kernel} label {shape.label} repeats shapes[{j}]")
+        seen[(kernel, shape.label)] = i
+        lists[(kernel, runs_on)].append(shape)
+    metric_shapes: dict[str, dict[str, tuple]] = {}
+    opt_in = data.get("metric_shapes")
+    if not isinstance(opt_in, dict) or set(opt_in) != set(OPT_IN_METRICS):
+        raise ValueError(f"{where}: 'metric_shapes' must have exactly {list(OPT_IN_METRICS)}")
+    for metric in OPT_IN_METRICS:
+        per_kernel = opt_in[metric]
+        if not isinstance(per_kernel, dict) or set(per_kernel) != set(KERNEL_FIELDS):
+            raise ValueError(
+                f"{where}: metric_shapes.{metric} must have exactly the kernels "
+                f"{list(KERNEL_FIELDS)}"
+            )
+        metric_shapes[metric] = {}
+        for kernel, labels in per_kernel.items():
+            gpu = {s.label: s for s in lists[(kernel, "gpu")]}
+            at = f"{where}: metric_shapes.{metric}.{kernel}"
+            if not isinstance(labels, list):
+                raise ValueError(f"{at}: must be a list of labels")
+            for label in labels:
+                if label not in gpu:
+                    raise ValueError(f"{at}: {label!r} is not a gpu shape of {kernel}")
+            metric_shapes[metric][kernel] = tuple(gpu[label] for label in labels)
+    return SuiteShapes({k: tuple(v) for k, v in lists.items()}, metric_shapes, data)
+
+
+def load(path: str | os.PathLike = DATA_FILE) -> SuiteShapes:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the shapes file: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON: {e}") from None
+    return parse(data, str(path))
+
+
+def dumps(data: dict) -> str:
+    """The data file's text: one shape per line, so that appending one is a one-line diff."""
+    lines = ["{"]
+    for key in data:
+        value = data[key]
+        if key == "shapes":
+            items = [f"    {json.dumps(e)}" for e in value]
+            lines.append('  "shapes": [\n' + ",\n".join(items) + "\n  ],")
+        elif key == "metric_shapes":
+            metrics = []
+            for metric, per_kernel in value.items():
+                kernels = [f'      "{k}": {json.dumps(v)}' for k, v in per_kernel.items()]
+                metrics.append(f'    "{metric}": {{\n' + ",\n".join(kernels) + "\n    }")
+            lines.append('  "metric_shapes": {\n' + ",\n".join(metrics) + "\n  },")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)},")
+    lines[-1] = lines[-1].rstrip(",")
+    return "\n".join(lines) + "\n}\n"
+
+
+def append(entries: list[dict], path: str | os.PathLike = DATA_FILE) -> SuiteShapes:
+    """Append *entries* to the data file at *path* and return what it then holds.
+
+    The new content is checked in full before anything is written, and it replaces the
+    file in one rename: the file is the old one or the new one, never half of either.
+    """
+    path = Path(path)
+    old = load(path)
+    data = dict(old.raw)
+    data["shapes"] = [*old.raw["shapes"], *entries]
+    new = parse(data, str(path))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps(data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return new
+
+
+LISTING_COLUMNS = ("kernel", "label", "runs_on", "layout", "source", "opt-in metrics")
+
+
+def listing(suite: SuiteShapes) -> list[tuple[str, ...]]:
+    """One row per shape (LISTING_COLUMNS), in data-file order per kernel and list."""
+    rows = []
+    for kernel in KERNEL_FIELDS:
+        for runs_on in RUNS_ON:
+            for s in suite.shapes[(kernel, runs_on)]:
+                if runs_on == "gpu":
+                    metrics = ",".join(suite.metrics_of(kernel, s)) or "-"
+                else:  # the interpreter's suite times every metric at each of its shapes
+                    metrics = ",".join(OPT_IN_METRICS)
+                layout = getattr(s, "layout", "-")
+                rows.append((kernel, s.label, runs_on, layout, s.source, metrics))
+    return rows
+
+
+_SUITE = load()
+
+# The lists the suite, ltx2k.cases and the CLI use, in data-file order.
+ROPE_SHAPES: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "gpu")]
+ADA_SHAPES: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "gpu")]
+ROPE_SHAPES_CPU: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "cpu-interpreter")]
+ADA_SHAPES_CPU: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "cpu-interpreter")]
+# The calibrated host-latency metric times the default variant (ltx2k.variants) here.
+HOST_BOUND_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["host_calibrated"]
+# Shapes timed for kernel duration (CUPTI).
+KERNEL_TIME_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["kernel"]

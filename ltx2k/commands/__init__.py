@@ -23,6 +23,7 @@ from ltx2k.commands import (
     quick,
     regress,
     run,
+    shapes,
     shard_run,
     store,
 )
@@ -41,6 +42,7 @@ COMMANDS = (
     confirm,
     store,
     publish,
+    shapes,
 )
 
 

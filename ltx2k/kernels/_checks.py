@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ltx2k.record import note as record_call  # noqa: F401 - the public functions' first line
 from ltx2k.runtime import interpreter_requested
 
 # Fixed at import, like Triton's own choice of interpreter: the kernels were

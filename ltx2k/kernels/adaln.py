@@ -274,6 +274,7 @@ def ltx2_ada_values9(
     Returns:
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
+    _checks.record_call("ada_values9", scale_shift_table, timestep)
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)

@@ -330,6 +330,7 @@ def apply_ltx2_split_rotary_emb(
     Returns:
         A new ``[B, S, H*D]`` bf16 tensor.
     """
+    _checks.record_call("split_rope", x, cos, sin)
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)

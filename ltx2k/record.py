@@ -1,0 +1,447 @@
+"""The shape recorder: which call signatures the public kernel functions see, and how often.
+
+``with ltx2k.record_shapes("calls.json"):`` counts every distinct call signature of
+:func:`ltx2k.apply_ltx2_split_rotary_emb` and :func:`ltx2k.ltx2_ada_values9` made
+inside it, from any thread, and merges the counts into the file at exit.
+``LTX2K_RECORD_SHAPES=calls.json`` does the same for a whole process (written at
+its exit), for a caller that cannot be edited, such as a serving process.
+``ltx2k shapes add calls.json`` turns the file into suite shapes (docs/shapes.md).
+
+A signature is the kernel and, per tensor argument, its shape, strides, dtype and
+storage offset; the file adds what follows from them (RoPE's cos/sin layout, each
+tensor's offset alignment). Cost: outside a recording, one test of a global per
+call; inside, a key of the arguments' metadata and one dictionary update under a
+lock. Recording never raises into a kernel call: a call that cannot be recorded
+(while torch.compile traces, symbolic shapes, a non-tensor argument) is skipped.
+
+Several recordings, threads or processes may write one file: each merges its
+counts into it under a file lock and replaces it in one rename, so no count is
+lost and the file is never half-written. A path that cannot be written is an
+error when the recording starts, not when it ends (for ``LTX2K_RECORD_SHAPES``, one line
+on stderr when the kernels are first imported; the process runs on unrecorded).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = "ltx2k-shape-record/1"
+ENV_VAR = "LTX2K_RECORD_SHAPES"
+# The tensor arguments of each public function, in call order.
+ARGS: dict[str, tuple[str, ...]] = {
+    "split_rope": ("x", "cos", "sin"),
+    "ada_values9": ("scale_shift_table", "timestep"),
+}
+# Offset alignments are reported up to the widest vector access a kernel makes (bytes).
+MAX_ALIGNMENT = 16
+
+# The recordings calls go to; empty outside any (the one test a call pays then).
+_ACTIVE: tuple[Recording, ...] = ()
+_ACTIVE_LOCK = threading.Lock()
+_is_compiling = None  # torch.compiler.is_compiling, bound when the first recording starts
+
+
+def note(kernel: str, *args: object) -> None:
+    """Count this call in every active recording: the public functions' first line."""
+    if _ACTIVE:
+        _count(kernel, args)
+
+
+def _count(kernel: str, args: tuple) -> None:
+    try:
+        # Under torch.compile the tensors are fakes of a trace, not calls; a compiled
+        # graph replays without entering Python at all.
+        if _is_compiling():
+            return
+        key = (kernel, *((t.shape, t.stride(), t.dtype, t.storage_offset()) for t in args))
+        for recording in _ACTIVE:
+            recording.add(key)
+    except Exception:  # symbolic shapes, a non-tensor argument: the call goes on unrecorded
+        pass
+
+
+class Recording:
+    """Counts of call signatures bound for one file; :meth:`write` merges them into it."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._counts: dict[tuple, int] = {}
+        _check_writable(self.path)
+
+    def add(self, key: tuple) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def forget(self) -> None:
+        """Drop the counts so far (in a forked child: its parent writes them)."""
+        self._lock = threading.Lock()  # the parent's may have been held at fork()
+        self._counts = {}
+
+    def write(self) -> None:
+        """Merge the counts into the file (under its lock) and start again from none."""
+        with self._lock:
+            counts, self._counts = self._counts, {}
+        if not counts:
+            return
+        ours = [_signature(key, n) for key, n in counts.items()]
+        try:
+            with _file_lock(self.path):
+                merged = merge(read(self.path)["signatures"] if self.path.exists() else [], ours)
+                _replace(self.path, {"format": FORMAT, "signatures": merged})
+        except BaseException:
+            with self._lock:  # not written: keep them for a later write
+                for key, n in counts.items():
+                    self._counts[key] = self._counts.get(key, 0) + n
+            raise
+
+
+@contextlib.contextmanager
+def record_shapes(path: str | os.PathLike) -> Iterator[Recording]:
+    """Record the kernels' call signatures made inside the block to *path* (merged at exit).
+
+    Raises ValueError at once when *path* cannot be written or holds something other than
+    a recorder file.
+    """
+    recording = Recording(path)
+    _start(recording)
+    try:
+        yield recording
+    finally:
+        _stop(recording)
+        recording.write()
+
+
+def _start(recording: Recording) -> None:
+    global _ACTIVE, _is_compiling
+    import torch
+
+    _is_compiling = torch.compiler.is_compiling
+    with _ACTIVE_LOCK:
+        _ACTIVE = (*_ACTIVE, recording)
+
+
+def _stop(recording: Recording) -> None:
+    global _ACTIVE
+    with _ACTIVE_LOCK:
+        _ACTIVE = tuple(r for r in _ACTIVE if r is not recording)
+
+
+def _check_writable(path: Path) -> None:
+    where = f"shape record {str(path)!r}"
+    if path.is_dir():
+        raise ValueError(f"{where} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise ValueError(f"{where}: directory {str(path.parent)!r} does not exist")
+    if path.exists():
+        read(path)  # ValueError naming it: never overwrite something else
+    try:
+        with open(_lock_path(path), "a"):
+            pass
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ValueError(f"{where} cannot be written: {e.strerror or e}") from None
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    import fcntl
+
+    with open(_lock_path(path), "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _replace(path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- the file ------------------------------------------------------------------------
+
+
+def _alignment(offset: int, itemsize: int) -> int:
+    nbytes = offset * itemsize
+    return MAX_ALIGNMENT if nbytes == 0 else min(MAX_ALIGNMENT, nbytes & -nbytes)
+
+
+def cos_sin_layout(shape: list[int], stride: list[int]) -> str:
+    """ "token_major" or "head_major" storage of a [B, H, S, D/2] cos/sin view."""
+    _, H, S, _ = shape
+    if H == 1 or S == 1:  # both orders are the same memory
+        return "token_major"
+    return "token_major" if stride[2] > stride[1] else "head_major"
+
+
+def _signature(key: tuple, calls: int) -> dict:
+    kernel, *metas = key
+    args = {}
+    for name, (shape, stride, dtype, offset) in zip(ARGS[kernel], metas, strict=True):
+        args[name] = {
+            "shape": list(shape),
+            "stride": list(stride),
+            "dtype": str(dtype).removeprefix("torch."),
+            "storage_offset": offset,
+            "offset_alignment": _alignment(offset, dtype.itemsize),
+        }
+    sig = {"kernel": kernel, "calls": calls, "args": args}
+    if kernel == "split_rope":
+        sig["layout"] = rope_layout(args)
+    return sig
+
+
+def rope_layout(args: dict) -> str:
+    """The cos/sin layout of a RoPE signature's args: "mixed" where cos and sin differ,
+    "unknown" where they are not 4-D."""
+    layouts = set()
+    for name in ("cos", "sin"):
+        a = args[name]
+        if len(a["shape"]) != 4:
+            return "unknown"
+        layouts.add(cos_sin_layout(a["shape"], a["stride"]))
+    return layouts.pop() if len(layouts) == 1 else "mixed"
+
+
+def _identity(sig: dict) -> str:
+    return json.dumps([sig["kernel"], sig["args"]], sort_keys=True)
+
+
+def merge(*lists: list[dict]) -> list[dict]:
+    """Signatures of several lists, the calls of equal ones summed, in a stable order."""
+    out: dict[str, dict] = {}
+    for sigs in lists:
+        for sig in sigs:
+            key = _identity(sig)
+            if key in out:
+                out[key] = {**out[key], "calls": out[key]["calls"] + sig["calls"]}
+            else:
+                out[key] = dict(sig)
+    return [out[k] for k in sorted(out)]
+
+
+def _check_signature(sig: object, at: str) -> None:
+    if not isinstance(sig, dict):
+        raise ValueError(f"{at}: must be an object, got {sig!r}")
+    kernel = sig.get("kernel")
+    if kernel not in ARGS:
+        raise ValueError(f"{at}: unknown kernel {kernel!r} (known: {', '.join(ARGS)})")
+    calls = sig.get("calls")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"{at}: calls must be a positive integer, got {calls!r}")
+    args = sig.get("args")
+    if not isinstance(args, dict) or set(args) != set(ARGS[kernel]):
+        got = sorted(args) if isinstance(args, dict) else args
+        raise ValueError(f"{at}: args must be {list(ARGS[kernel])}, got {got!r}")
+    for name, a in args.items():
+        if not isinstance(a, dict):
+            raise ValueError(f"{at}: args.{name} must be an object")
+        for k in ("shape", "stride"):
+            v = a.get(k)
+            if not isinstance(v, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in v
+            ):
+                raise ValueError(f"{at}: args.{name}.{k} must be a list of integers, got {v!r}")
+        if len(a["shape"]) != len(a["stride"]):
+            raise ValueError(
+                f"{at}: args.{name} has {len(a['shape'])} sizes but {len(a['stride'])} strides"
+            )
+        if not isinstance(a.get("dtype"), str):
+            raise ValueError(f"{at}: args.{name}.dtype must be a string, got {a.get('dtype')!r}")
+
+
+def read(path: str | os.PathLike) -> dict:
+    """A recorder file's content, checked; ValueError naming the file and the entry."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the shape record: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a shape record (not text)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a shape record (not JSON: {e})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a shape record (needs format {FORMAT!r})")
+    sigs = data.get("signatures")
+    if not isinstance(sigs, list):
+        raise ValueError(f"{path}: 'signatures' must be a list")
+    for i, sig in enumerate(sigs):
+        _check_signature(sig, f"{path}: signatures[{i}]")
+    return data
+
+
+# --- from signatures to suite shapes ----------------------------------------------------
+
+
+def _rope_shape(args: dict, source: str):
+    from ltx2k import shapes
+
+    x, cos, sin = args["x"], args["cos"], args["sin"]
+    for name, a in (("x", x), ("cos", cos), ("sin", sin)):
+        if a["dtype"] != "bfloat16":
+            raise ValueError(f"{name} is {a['dtype']}; the kernel takes bfloat16")
+    if len(x["shape"]) != 3 or len(cos["shape"]) != 4 or sin["shape"] != cos["shape"]:
+        raise ValueError(
+            f"needs x [B, S, H*D] and cos, sin [B, H, S, D/2], got x {x['shape']}, "
+            f"cos {cos['shape']}, sin {sin['shape']}"
+        )
+    B, S, HD = x["shape"]
+    cB, H, cS, half = cos["shape"]
+    if (cB, cS) != (B, S) or H == 0 or HD % H:
+        raise ValueError(f"x {x['shape']} does not fit cos [B, H, S, D/2] = {cos['shape']}")
+    D = HD // H
+    if D % 2:
+        raise ValueError(f"head dim D = {HD}/{H} = {D} is odd; the split halves need it even")
+    if half * 2 != D:
+        raise ValueError(f"cos.shape[3] = {half} is not D/2 = {D // 2}")
+    layout = rope_layout(args)  # from the strides: a file's own "layout" is only a summary
+    if layout not in shapes.LAYOUTS:
+        raise ValueError(
+            f"cos/sin layout is {layout} (cos strides {cos['stride']}, sin strides "
+            f"{sin['stride']}); a suite shape is one of {shapes.LAYOUTS}"
+        )
+    return shapes.shape_from_fields(
+        "split_rope", {"B": B, "S": S, "H": H, "D": D, "layout": layout}, source
+    )
+
+
+def _ada_shape(args: dict, source: str):
+    from ltx2k import shapes
+
+    table, ts = args["scale_shift_table"], args["timestep"]
+    dtypes = {"bfloat16": "bf16", "float32": "fp32"}
+    if table["dtype"] not in dtypes:
+        raise ValueError(
+            f"scale_shift_table is {table['dtype']}; the kernel takes {' or '.join(dtypes)}"
+        )
+    if ts["dtype"] != "bfloat16":
+        raise ValueError(f"timestep is {ts['dtype']}; the kernel takes bfloat16")
+    if len(table["shape"]) != 2 or table["shape"][0] != 9 or len(ts["shape"]) != 3:
+        raise ValueError(
+            f"needs scale_shift_table [9, D] and timestep [B, S, 9*D], got "
+            f"{table['shape']} and {ts['shape']}"
+        )
+    D = table["shape"][1]
+    B, S, nine_d = ts["shape"]
+    if nine_d != 9 * D:
+        raise ValueError(f"timestep.shape[2] = {nine_d} is not 9*D = {9 * D}")
+    fields = {"B": B, "S": S, "D": D, "table_dtype": dtypes[table["dtype"]]}
+    return shapes.shape_from_fields("ada_values9", fields, source)
+
+
+def suite_shape(sig: dict, source: str):
+    """The suite shape a (checked) signature is timed at; ValueError saying why there is none."""
+    if sig["kernel"] == "split_rope":
+        return _rope_shape(sig["args"], source)
+    return _ada_shape(sig["args"], source)
+
+
+@dataclass(frozen=True)
+class Addition:
+    kernel: str
+    shape: object  # shapes.RopeShape / shapes.AdaShape
+    calls: int  # recorded calls of every signature timed at this shape
+    held: bool  # the suite has this label already
+
+
+def additions(record_path: str | os.PathLike, suite=None) -> list[Addition]:
+    """Every suite shape the recorder file's signatures map to, in the file's order,
+    with their calls; ``held`` says whether the suite (``ltx2k.shapes.load()``) has it.
+
+    Raises ValueError naming the file and the entry for anything that is not a
+    recorder file or a signature no suite shape can stand for.
+    """
+    from ltx2k import shapes
+
+    suite = suite or shapes.load()
+    data = read(record_path)
+    source = f"recorded: {Path(record_path).name}"
+    found: dict[tuple[str, str], Addition] = {}
+    for i, sig in enumerate(data["signatures"]):
+        try:
+            shape = suite_shape(sig, source)
+        except ValueError as e:
+            raise ValueError(f"{record_path}: signatures[{i}] ({sig['kernel']}): {e}") from None
+        key = (sig["kernel"], shape.label)
+        calls = sig["calls"] + (found[key].calls if key in found else 0)
+        held = shape.label in suite.labels(sig["kernel"])
+        found[key] = Addition(sig["kernel"], shape, calls, held)
+    return list(found.values())
+
+
+# --- a whole process: LTX2K_RECORD_SHAPES ---------------------------------------------
+
+
+def _write_at_exit(recording: Recording) -> None:
+    try:
+        recording.write()
+    except Exception as e:  # at exit there is no caller left to raise to
+        print(f"ltx2k: {ENV_VAR}: counts not written: {e}", file=sys.stderr)
+
+
+def _forget_in_child() -> None:
+    # A forked child inherits its parent's counts, which the parent writes: the child
+    # counts its own calls only.
+    global _ACTIVE_LOCK
+    _ACTIVE_LOCK = threading.Lock()  # the parent's may have been held at fork()
+    for recording in _ACTIVE:
+        recording.forget()
+
+
+def _write_in_child(recording: Recording) -> None:
+    # A multiprocessing child made by fork() leaves through os._exit, which skips atexit;
+    # multiprocessing runs its own exit finalizers first.
+    if "multiprocessing" in sys.modules:
+        from multiprocessing import util
+
+        util.Finalize(None, _write_at_exit, args=(recording,), exitpriority=0)
+
+
+def _from_environment() -> None:
+    path = os.environ.get(ENV_VAR)
+    if not path:
+        return
+    try:
+        recording = Recording(path)
+    except ValueError as e:
+        # Said once, when the process starts; the process itself goes on (a library never
+        # takes its caller down), unrecorded.
+        print(f"ltx2k: error: {ENV_VAR}: {e}; not recording", file=sys.stderr)
+        return
+    _start(recording)
+    atexit.register(_write_at_exit, recording)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: _write_in_child(recording))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+_from_environment()
