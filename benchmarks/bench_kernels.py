@@ -111,6 +111,15 @@ _KERNELS = {
 }
 
 
+def _metric_shapes(kernel: str, metric: str, shape_list) -> tuple:
+    """The shapes *metric* times on this machine: on a GPU, an opt-in metric's list in the
+    data file (ltx2k/shapes.json, "metric_shapes"); otherwise the whole list."""
+    opt_in = getattr(_SHAPES, "METRIC_SHAPES", {})
+    if ON_GPU and metric in opt_in:
+        return opt_in[metric][kernel]
+    return tuple(shape_list)
+
+
 def _forks_no_benchmark() -> bool:
     # asv lists the benchmarks (`benchmark.py discover`) and checks their
     # signatures (`check`) in processes that run none of them, and runs a
@@ -308,7 +317,7 @@ def _count_allocations():
     out = {}
     for kernel, (variants, shape_list) in _KERNELS.items():
         for variant in _timed_variants(variants, "allocations"):
-            for shape in shape_list:
+            for shape in _metric_shapes(kernel, "allocations", shape_list):
                 key = (kernel, variant, shape.label)
                 try:
                     cases.variant_fn(kernel, variant)  # VariantUnavailable: a skip
@@ -433,7 +442,7 @@ def _suite(kernel: str, class_name: str):
         # Its own parameters, so no process is spent on cells it does not time.
         track_host_calibrated.params = [
             [_VARIANTS.DEFAULT_VARIANT[kernel]],
-            [s.label for s in (_SHAPES.HOST_BOUND_SHAPES[kernel] if ON_GPU else shape_list)],
+            [s.label for s in _metric_shapes(kernel, "host_calibrated", shape_list)],
         ]
         track_host_calibrated.param_names = ["variant", "shape"]
         track_host_calibrated.setup = functools.partial(_host_calibrated_setup, kernel)
@@ -443,7 +452,7 @@ def _suite(kernel: str, class_name: str):
         # graph-replay device time, plus one where the two must agree.
         time_kernel.params = [
             list(variants),
-            [s.label for s in (_SHAPES.KERNEL_TIME_SHAPES[kernel] if ON_GPU else shape_list)],
+            [s.label for s in _metric_shapes(kernel, "kernel", shape_list)],
         ]
         time_kernel.param_names = ["variant", "shape"]
         time_kernel.setup = functools.partial(_prepare, kernel, "kernel")
@@ -457,7 +466,10 @@ def _suite(kernel: str, class_name: str):
             (track_allocations, "allocations"),
             (track_pct_copy_bandwidth, "pct_copy_bandwidth"),
         ):
-            fn.params = [_timed_variants(variants, metric), [s.label for s in shape_list]]
+            fn.params = [
+                _timed_variants(variants, metric),
+                [s.label for s in _metric_shapes(kernel, metric, shape_list)],
+            ]
             fn.param_names = ["variant", "shape"]
         time_kernel.params[0] = _timed_variants(variants, "kernel")
 
@@ -467,7 +479,10 @@ def _suite(kernel: str, class_name: str):
         time_host_latency.setup = functools.partial(_prepare, kernel, "host")
         # The default algorithm through each host launch path (time_host_latency
         # times every variant as a caller gets it, launch "auto").
-        time_host_launch.params = [list(_VARIANTS.LAUNCH_PATHS), [s.label for s in shape_list]]
+        time_host_launch.params = [
+            list(_VARIANTS.LAUNCH_PATHS),
+            [s.label for s in _metric_shapes(kernel, "host_launch", shape_list)],
+        ]
         time_host_launch.param_names = ["launch", "shape"]
         time_host_launch.setup = functools.partial(_host_launch_setup, kernel)
         track_allocations.setup_cache = _count_allocations

@@ -492,3 +492,23 @@ def test_benchmark_versions_keep_the_history_on_asvs_pages(tmp_path):
         for spec in cases.KERNELS.values()
         for name, version in VERSIONS.items()
     }
+
+
+def test_opt_in_metrics_time_only_their_listed_shapes_on_a_gpu(on_gpu):
+    """Warm L2, host latency, launch paths and allocations time the shapes listed for them in
+    the data file; cold-L2 time (and the % derived from it) every shape; the interpreter
+    times every metric at each of its own shapes."""
+
+    def labels(kernel, metric, shape_list):
+        return [s.label for s in on_gpu._metric_shapes(kernel, metric, shape_list)]
+
+    for kernel, spec in cases.KERNELS.items():
+        for metric in ("device_warm", "host", "host_launch", "allocations", "kernel"):
+            expected = [s.label for s in shapes.METRIC_SHAPES[metric][kernel]]
+            assert labels(kernel, metric, spec.gpu_shapes) == expected
+        assert labels(kernel, "device_cold", spec.gpu_shapes) == [s.label for s in spec.gpu_shapes]
+    assert "B1_S6144_H32_D64" in [s.label for s in shapes.ROPE_SHAPES]
+    assert "B1_S6144_H32_D64" not in labels("split_rope", "device_warm", shapes.ROPE_SHAPES)
+    on_gpu.ON_GPU = False
+    cpu = [s.label for s in shapes.ROPE_SHAPES_CPU]
+    assert labels("split_rope", "host", shapes.ROPE_SHAPES_CPU) == cpu
