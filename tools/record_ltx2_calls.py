@@ -13,8 +13,8 @@ several resolutions and durations, under ``ltx2k.record_shapes``:
   passes them; ``--head-major`` adds the same calls with head-major cos/sin.
 
 The token counts follow from the VIDEOS table below and the model's latent
-compression (32x in space, 8x in time after the first frame) and audio token rate.
-Check these against the model's configuration before the shapes go in the suite.
+compression (32x in space, 8x in time after the first frame) and audio token rate;
+docs/shapes.md ("LTX-2's production shapes") says where each comes from.
 
 Usage (GPU): python tools/record_ltx2_calls.py OUT.json [--batch 1 --batch 2]
              ltx2k shapes add OUT.json --dry-run
@@ -34,7 +34,7 @@ from ltx2k import cases, runtime, shapes  # noqa: E402
 
 SPATIAL_COMPRESSION = 32  # pixels per latent token along each side
 TEMPORAL_COMPRESSION = 8  # frames per latent frame, after the first
-AUDIO_TOKENS_PER_SECOND = 25  # audio latent rate; check against the model config
+AUDIO_TOKENS_PER_SECOND = 25  # 16 kHz mel frames, hop 160, 4x temporal compression
 FPS = 24
 
 
