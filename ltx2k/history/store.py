@@ -384,7 +384,7 @@ class _Terminated(SystemExit):
 
 
 @contextlib.contextmanager
-def _exit_on_signals() -> Iterator[None]:
+def exit_on_signals() -> Iterator[None]:
     """SIGTERM/SIGHUP raise (exit status 128 + signal) instead of ending the process at once.
 
     Python's default for them runs no ``finally``; SIGINT already raises
@@ -417,7 +417,7 @@ def _exit_on_signals() -> Iterator[None]:
 def _temp_checkout(log: _Log) -> Iterator[Path]:
     """A private temporary directory for git, gone however the run ends but SIGKILL."""
     sweep_checkouts(log=log.stream)
-    with _exit_on_signals():
+    with exit_on_signals():
         tmp = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
         try:
             (tmp / OWNER_FILE).write_text(_owner())
