@@ -137,8 +137,10 @@ class Problem:
     machine: str | None
     kind: str
     message: str
-    # the one benchmark of the file at *path* that is unusable; None: the whole file
-    benchmark: str | None = None
+    # The one benchmark of the file at *path* that is unusable; None: the whole file.
+    # Where it applies, not what the problem is: left out of equality, so a Problem
+    # read back from a report's JSON (which does not carry it) equals the original.
+    benchmark: str | None = field(default=None, compare=False)
 
 
 # JSON literals asv writes (Python's json writes NaN and Infinity for float specials).
