@@ -511,6 +511,10 @@ elif tool == "gh":
         out = env.get("FAKE_ISSUE", "")
     elif args[0] == "api" and args[-2:] == ["--jq", ".head.sha"]:
         out = env.get("FAKE_PR_HEAD", "")
+    elif args[0] == "api" and args[-2:] == ["--jq", ".head.repo.full_name"]:
+        out = env.get("FAKE_PR_HEAD_REPO", "o/r")
+    elif args[0] == "api" and "/files" in joined:
+        out = env.get("FAKE_PR_FILES", "README.md")
     elif args[0] == "api" and "/commits" in joined:
         out = env.get("FAKE_PR_COMMITS", "")
     elif args[0] == "api" and "/comments" in joined and "--method" not in args:
@@ -545,6 +549,9 @@ class Sandbox:
             "LTX2K_SKIP_BOOTSTRAP": "1",
             "RUNNER_TEMP": str(root),
             "GIT_CONFIG_NOSYSTEM": "1",
+            # what the PR comment workflow passes from its workflow_run event
+            "LTX2K_RUN_PATH": ".github/workflows/pr-bench.yml",
+            "LTX2K_RUN_HEAD_REPO": "o/r",
         }
         self.git("init", "-q", "-b", "main")
         self.commits = []
@@ -919,6 +926,47 @@ def _artifact(sandbox, gpu, **verdict):
     d.mkdir(parents=True)
     (d / "verdict.json").write_text(json.dumps({"gpu": gpu, **verdict}))
     (d / "report.md").write_text(f"### {gpu}: {verdict.get('verdict')}\nbody of {gpu}\n")
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"LTX2K_RUN_PATH": ".github/workflows/evil.yml"}, "not the PR gate"),
+        ({"LTX2K_RUN_PATH": ""}, "LTX2K_RUN_PATH"),
+        ({"LTX2K_RUN_HEAD_REPO": "o/r; rm -rf /"}, "LTX2K_RUN_HEAD_REPO"),
+        ({"FAKE_PR_HEAD_REPO": "someone/else"}, "comes from 'someone/else'"),
+        ({"FAKE_PR_FILES": "README.md\n.github/workflows/pr-bench.yml"}, "changes"),
+        ({"LTX2K_RUN_URL": "javascript:alert(1)"}, "LTX2K_RUN_URL"),
+    ],
+)
+def test_pr_comment_refuses_a_run_that_is_not_the_gates(sandbox, env, message):
+    head = sandbox.commits[-1]
+    _artifact(sandbox, "h200", pr=5, head=head, verdict="ok")
+    r = sandbox.run(
+        "pr_comment.sh", GH_REPO="o/r", LTX2K_RUN_HEAD_SHA=head, FAKE_PR_HEAD=head, **env
+    )
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+    assert not [c for c in sandbox.calls("gh") if "--method" in c["args"]]  # nothing posted
+
+
+def test_pr_comment_shows_a_forks_report_as_inert_text(sandbox):
+    head = sandbox.commits[-1]
+    _artifact(sandbox, "h200", pr=5, head=head, verdict="ok")
+    report = sandbox.root / "artifacts" / "pr-bench-h200" / "report.md"
+    report.write_text("[click](https://evil.example) ![x](https://evil.example/p.png) ```` `")
+    r = sandbox.run(
+        "pr_comment.sh",
+        GH_REPO="o/r",
+        LTX2K_RUN_HEAD_SHA=head,
+        FAKE_PR_HEAD=head,
+        LTX2K_RUN_HEAD_REPO="fork/r",
+        FAKE_PR_HEAD_REPO="fork/r",
+    )
+    assert r.returncode == 0, r.stderr
+    (post,) = [c for c in sandbox.calls("gh") if "--method" in c["args"]]
+    body = post["body"]
+    start = body.index("`````text\n")  # a fence longer than any run of backticks inside
+    assert body.index("[click]") > start and body.index("`````", start + 5) > body.index("[click]")
 
 
 def test_pr_comment_posts_one_comment_covering_every_gpu(sandbox):
