@@ -269,3 +269,16 @@ def test_a_clean_history_has_no_new_problem(hist):
     assert only_injected_failure(problems) == []
     _check_finite(records)
     assert Path(results).is_dir()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("cpu", "<img src=x onerror=alert(1)>"), ("os", ["Linux"]), ("<b>", "x")],
+)
+def test_machine_json_field_shown_by_asv_is_checked(hist, field, value):
+    _, results = hist
+    _edit(results / MACHINE / "machine.json", lambda d: d.__setitem__(field, value))
+    records, problems = load_results(results)
+    bad = only_injected_failure(problems)
+    assert [(p.kind, p.machine) for p in bad] == [("bad-machine-json", MACHINE)]
+    assert [r for r in records if r.machine == MACHINE]  # its results still load

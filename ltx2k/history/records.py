@@ -458,6 +458,20 @@ def _load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
     return out
 
 
+def _bad_machine_fields(data: dict) -> str | None:
+    """Why machine.json cannot go to asv's pages, whose machine tooltip is HTML built
+    from its keys and values."""
+    for key, value in data.items():
+        why = names.text(key, "a key")
+        if why is None and not (value is None or isinstance(value, (str, int, float))):
+            why = f"field {key!r} is a JSON {type(value).__name__}, not a string"
+        if why is None and isinstance(value, str):
+            why = names.text(value, f"field {key!r}")
+        if why:
+            return why
+    return None
+
+
 def param_value_problem(value, what: str) -> str | None:
     """Why a stored parameter value (asv keeps its repr: "'blocked'") cannot be shown."""
     if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == "'":
@@ -512,16 +526,20 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
     if data is not None and _check_version(
         data, path, name, MACHINE_API_VERSION, sink, "machine file"
     ):
-        if data.get("machine") == name:
+        why = _bad_machine_fields(data)
+        if why:
+            sink.append(Problem(str(path), name, "bad-machine-json", f"{path}: {why}."))
+        elif data.get("machine") == name:
             return MappingProxyType({k: v for k, v in data.items() if k != "version"})
-        sink.append(
-            Problem(
-                str(path),
-                name,
-                "bad-machine-json",
-                f"{path} names machine {data.get('machine')!r}, not {name!r}.",
+        else:
+            sink.append(
+                Problem(
+                    str(path),
+                    name,
+                    "bad-machine-json",
+                    f"{path} names machine {data.get('machine')!r}, not {name!r}.",
+                )
             )
-        )
     for p in sink:
         problems.append(
             Problem(
