@@ -59,8 +59,9 @@ MAX_INT_DIGITS = 40
 # a broken file, not a measurement.
 MAX_SECONDS = 1e6
 MAX_COUNT = 1e15
-# Commit dates (ms since the epoch) outside 1990..2200 are not git commit dates.
-MIN_DATE_MS = 631152000000
+# Commit dates in ms since the epoch: before it (negative) or past 2200 no git commit
+# is dated, and the page's date formatting overflows on them.
+MIN_DATE_MS = 0
 MAX_DATE_MS = 7258118400000
 
 
@@ -661,7 +662,7 @@ def _bad_file_fields(res) -> str | None:
     if _number(res.date, MIN_DATE_MS, MAX_DATE_MS) is None:
         return (
             f"field 'date' is {str(res.date)[:80]!r}, not a commit date in ms since the "
-            "epoch (1990 to 2200)"
+            "epoch (1970 to 2200)"
         )
     why = names.file_name(asv_compat.result_env_name(res), "field 'env_name'")
     if why:
