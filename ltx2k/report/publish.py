@@ -130,6 +130,7 @@ def publish(
     last: int | None = None,
     log=None,
     asv_timeout: float = ASV_PUBLISH_TIMEOUT_S,
+    loaded: tuple[list, list[Problem]] | None = None,
 ) -> PublishResult:
     """Build ``html_dir``: asv's dashboard, then ``summary.html`` + ``summary/*.png``.
 
@@ -162,7 +163,9 @@ def publish(
     report = _load_report(regress_json)
     html = Path(html_dir).resolve()
 
-    records, problems = load_results(results)
+    # *loaded*: load_results(results_dir) already done by the caller (publish_dashboard),
+    # so a large history is read once, not once per step.
+    records, problems = loaded if loaded is not None else load_results(results)
     problems = list(problems)
     html.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(html)
@@ -255,9 +258,18 @@ def publish_dashboard(
         )
     repo_dir = Path(repo).resolve() if repo else conf_repo
     if regress_json is None:
-        regress_json = latest_vs_previous(results, repo=repo_dir if repo_dir.is_dir() else None)
+        regress_json = latest_vs_previous(
+            results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
+        )
     return publish(
-        asv_conf, results, html, regress_json=regress_json, repo=repo_dir, last=last, log=log
+        asv_conf,
+        results,
+        html,
+        regress_json=regress_json,
+        repo=repo_dir,
+        last=last,
+        log=log,
+        loaded=(records, problems),
     )
 
 
@@ -285,7 +297,7 @@ def conf_dirs(
     return results.resolve(), html.resolve(), (base / str(conf.get("repo", "."))).resolve()
 
 
-def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
+def latest_vs_previous(results_dir, *, repo=None, loaded=None) -> Report | None:
     """The regress report of the newest commit, judged along its history.
 
     The newest commit is the one with the latest stored commit date over all
@@ -296,7 +308,8 @@ def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
     """
     from ltx2k.analysis import regress
 
-    records, problems = load_results(results_dir)
+    # *loaded*: load_results(results_dir), when the caller already has it.
+    records, problems = loaded if loaded is not None else load_results(results_dir)
     dates: dict[str, int] = {}
     for r in records:
         dates[r.commit] = r.date
