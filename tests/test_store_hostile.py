@@ -149,3 +149,16 @@ def test_runner_name_is_checked(bare, tmp_path):  # noqa: F811
     a.run_commit(1)
     with pytest.raises(ValueError, match="runner must be"):
         a.push(bare, runner="a\nb")
+
+
+def test_a_second_runner_of_the_type_adds_commits_and_may_update_machine_json(bare, tmp_path):  # noqa: F811
+    a = Runner(tmp_path / "a", "h200")
+    b = Runner(tmp_path / "b", "h200")
+    a.run_commit(1)
+    b.run_commit(2)
+    (b.dir / "h200" / "machine.json").write_text(
+        json.dumps({"machine": "h200", "version": 1, "driver": "575.1"})
+    )
+    a.push(bare, runner="runner-a")
+    res = b.push(bare, runner="runner-b")
+    assert res.pushed and "results/h200/00000002-env.json" in res.files

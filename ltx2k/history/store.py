@@ -502,7 +502,7 @@ def _check_runner(work: Path, files, machines: list[str], runner: str) -> list[s
         ident = work / STORE_ROOT / m / RUNNER_FILE
         owner = (
             ident.read_text(encoding="utf-8", errors="replace").strip()
-            if (_is_regular(ident))
+            if _is_regular(ident)
             else None
         )
         if owner is None:
@@ -515,7 +515,9 @@ def _check_runner(work: Path, files, machines: list[str], runner: str) -> list[s
         clash = [
             rel
             for src, rel in files
+            # machine.json describes the machine; the newest writer may update it
             if rel.startswith(f"{STORE_ROOT}/{m}/")
+            and not rel.endswith("/machine.json")
             and _is_regular(work / rel)
             and (work / rel).read_bytes() != src.read_bytes()
         ]
