@@ -30,6 +30,17 @@ def test_option_like_url_is_a_clear_error_and_runs_nothing(tmp_path, url, op):
     assert not pwned.exists()
 
 
+def test_a_transport_that_runs_a_command_is_refused(tmp_path, monkeypatch):
+    # Even where git's own config would allow it.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.ext.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    pwned = tmp_path / "PWNED"
+    with pytest.raises(RuntimeError, match="cannot reach store"):
+        pull_results(f"ext::sh -c touch% {pwned}", tmp_path / "d", branch=BRANCH, log=None)
+    assert not pwned.exists()
+
+
 def test_git_gets_a_double_dash_before_the_url(tmp_path, monkeypatch):
     # Past the clear error: even a URL that reached git would be read as a URL.
     monkeypatch.setattr(store, "_check_url", lambda u: u)

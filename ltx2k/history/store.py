@@ -115,7 +115,13 @@ class _Log:
 
 
 # LC_ALL=C: we read git's messages to tell a moved tip from a real error.
-_GIT_ENV = {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+# GIT_ALLOW_PROTOCOL: a store is a path or a plain git URL; transports that run
+# a command (ext::, fd::) or a remote helper named by the URL are refused by git.
+_GIT_ENV = {
+    "LC_ALL": "C",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+}
 
 
 # --- validation -------------------------------------------------------------------------
