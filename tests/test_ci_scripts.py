@@ -428,7 +428,9 @@ def test_workflow_steps_are_thin_calls_of_scripts():
     for wf, job, step in _steps():
         if "run" in step:
             lines = [ln for ln in step["run"].splitlines() if ln.strip()]
-            assert len(lines) == 1 and lines[0].startswith("bash "), f"{wf}:{job}: {step['run']!r}"
+            # "exec bash": a step whose shell would otherwise keep a token in its environ
+            call = lines[0].removeprefix("exec ")
+            assert len(lines) == 1 and call.startswith("bash "), f"{wf}:{job}: {step['run']!r}"
 
 
 def test_every_called_script_exists_and_parses():
@@ -468,6 +470,18 @@ if tool == "ltx2k":
         out = "cpu-interpreter"
     elif args[0] == "run":
         rc = int(env.get("FAKE_RUN_RC", "0"))
+        # What benchmark code could read: every ancestor's /proc/<pid>/environ.
+        held, pid = [], os.getpid()
+        while pid > 1:
+            try:
+                environ = Path(f"/proc/{{pid}}/environ").read_bytes()
+                stat = Path(f"/proc/{{pid}}/stat").read_text()
+            except OSError:
+                break
+            if b"LTX2K_STORE_TOKEN=" in environ or b"s3cret" in environ:
+                held.append(pid)
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        record["token_in_environ_of"] = held
     elif args[0] == "regress":
         Path(opt("--markdown")).write_text("| benchmark | ratio |\n| x | 1.3 |\n")
         Path(opt("--json")).write_text("{{}}")
@@ -497,6 +511,10 @@ elif tool == "gh":
         out = env.get("FAKE_ISSUE", "")
     elif args[0] == "api" and args[-2:] == ["--jq", ".head.sha"]:
         out = env.get("FAKE_PR_HEAD", "")
+    elif args[0] == "api" and args[-2:] == ["--jq", ".head.repo.full_name"]:
+        out = env.get("FAKE_PR_HEAD_REPO", "o/r")
+    elif args[0] == "api" and "/files" in joined:
+        out = env.get("FAKE_PR_FILES", "README.md")
     elif args[0] == "api" and "/commits" in joined:
         out = env.get("FAKE_PR_COMMITS", "")
     elif args[0] == "api" and "/comments" in joined and "--method" not in args:
@@ -531,6 +549,9 @@ class Sandbox:
             "LTX2K_SKIP_BOOTSTRAP": "1",
             "RUNNER_TEMP": str(root),
             "GIT_CONFIG_NOSYSTEM": "1",
+            # what the PR comment workflow passes from its workflow_run event
+            "LTX2K_RUN_PATH": ".github/workflows/pr-bench.yml",
+            "LTX2K_RUN_HEAD_REPO": "o/r",
         }
         self.git("init", "-q", "-b", "main")
         self.commits = []
@@ -604,6 +625,58 @@ def test_runner_bench_pulls_runs_pushes_and_keeps_the_token_from_benchmarks(sand
         else:
             assert "GIT_CONFIG_VALUE_0" not in c["env"], c
     assert sandbox.outputs()["machine"] == "cpu-interpreter"
+
+
+def test_no_process_above_the_benchmarks_holds_the_token_in_its_environ(sandbox):
+    # `unset` alone leaves it in /proc/<pid>/environ of the script's shell.
+    store = sandbox.store(with_branch=True)
+    r = sandbox.run("runner_bench.sh", LTX2K_STORE=store, LTX2K_STORE_TOKEN="s3cret")
+    assert r.returncode == 0, r.stderr
+    (run,) = [c for c in sandbox.calls("ltx2k") if c["args"][0] == "run"]
+    assert run["token_in_environ_of"] == []
+    push = [c for c in sandbox.calls("ltx2k") if c["args"][:2] == ["store", "push"]]
+    assert push and push[0]["env"]["GIT_CONFIG_VALUE_0"].startswith("AUTHORIZATION: basic ")
+
+
+def test_a_step_given_the_store_token_execs_its_script():
+    # The step's own shell is an ancestor of the benchmarks: it must become the script.
+    for wf, job, step in _steps():
+        if "LTX2K_STORE_TOKEN" in (step.get("env") or {}):
+            assert step["run"].strip().startswith("exec bash "), f"{wf}:{job}"
+
+
+def _feature_commit(sandbox) -> str:
+    sandbox.git("checkout", "-q", "-b", "feature")
+    (sandbox.root / "f.txt").write_text("unreviewed")
+    sandbox.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "feature")
+    sha = sandbox.git("rev-parse", "HEAD").strip()
+    sandbox.git("checkout", "-q", "main")
+    return sha
+
+
+def test_bisect_refuses_a_commit_that_is_not_on_main(sandbox):
+    bad = _feature_commit(sandbox)
+    r = sandbox.run("bisect.sh", sandbox.commits[0], bad, "bench_kernels.SplitRope.time_kernel")
+    assert r.returncode != 0 and "not on the default branch 'main'" in r.stderr, r.stderr
+    assert sandbox.calls() == []
+    r = sandbox.run(
+        "bisect.sh",
+        sandbox.commits[0],
+        sandbox.commits[-1],
+        "bench_kernels.SplitRope.time_kernel",
+        LTX2K_DEFAULT_BRANCH="feature",
+    )
+    assert r.returncode == 0, r.stderr  # the default branch is the one named
+
+
+def test_confirm_refuses_a_report_naming_a_commit_off_main(sandbox):
+    bad = _feature_commit(sandbox)
+    _report_file(sandbox)
+    report = sandbox.root / "regress" / "report.json"
+    report.write_text(json.dumps({"steps": [{"first_bad": bad, "last_good": sandbox.commits[0]}]}))
+    r = sandbox.run("confirm.sh")
+    assert r.returncode != 0 and "not on the default branch" in r.stderr, r.stderr
+    assert sandbox.calls() == []
 
 
 def test_runner_bench_pushes_partial_results_when_the_run_fails(sandbox):
@@ -853,6 +926,47 @@ def _artifact(sandbox, gpu, **verdict):
     d.mkdir(parents=True)
     (d / "verdict.json").write_text(json.dumps({"gpu": gpu, **verdict}))
     (d / "report.md").write_text(f"### {gpu}: {verdict.get('verdict')}\nbody of {gpu}\n")
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"LTX2K_RUN_PATH": ".github/workflows/evil.yml"}, "not the PR gate"),
+        ({"LTX2K_RUN_PATH": ""}, "LTX2K_RUN_PATH"),
+        ({"LTX2K_RUN_HEAD_REPO": "o/r; rm -rf /"}, "LTX2K_RUN_HEAD_REPO"),
+        ({"FAKE_PR_HEAD_REPO": "someone/else"}, "comes from 'someone/else'"),
+        ({"FAKE_PR_FILES": "README.md\n.github/workflows/pr-bench.yml"}, "changes"),
+        ({"LTX2K_RUN_URL": "javascript:alert(1)"}, "LTX2K_RUN_URL"),
+    ],
+)
+def test_pr_comment_refuses_a_run_that_is_not_the_gates(sandbox, env, message):
+    head = sandbox.commits[-1]
+    _artifact(sandbox, "h200", pr=5, head=head, verdict="ok")
+    r = sandbox.run(
+        "pr_comment.sh", GH_REPO="o/r", LTX2K_RUN_HEAD_SHA=head, FAKE_PR_HEAD=head, **env
+    )
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+    assert not [c for c in sandbox.calls("gh") if "--method" in c["args"]]  # nothing posted
+
+
+def test_pr_comment_shows_a_forks_report_as_inert_text(sandbox):
+    head = sandbox.commits[-1]
+    _artifact(sandbox, "h200", pr=5, head=head, verdict="ok")
+    report = sandbox.root / "artifacts" / "pr-bench-h200" / "report.md"
+    report.write_text("[click](https://evil.example) ![x](https://evil.example/p.png) ```` `")
+    r = sandbox.run(
+        "pr_comment.sh",
+        GH_REPO="o/r",
+        LTX2K_RUN_HEAD_SHA=head,
+        FAKE_PR_HEAD=head,
+        LTX2K_RUN_HEAD_REPO="fork/r",
+        FAKE_PR_HEAD_REPO="fork/r",
+    )
+    assert r.returncode == 0, r.stderr
+    (post,) = [c for c in sandbox.calls("gh") if "--method" in c["args"]]
+    body = post["body"]
+    start = body.index("`````text\n")  # a fence longer than any run of backticks inside
+    assert body.index("[click]") > start and body.index("`````", start + 5) > body.index("[click]")
 
 
 def test_pr_comment_posts_one_comment_covering_every_gpu(sandbox):

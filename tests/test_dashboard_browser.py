@@ -330,3 +330,87 @@ def test_a_first_screen_value_opens_asvs_graph_of_that_cell(site, base_url, page
     assert VARIANT in legend and SHAPE in legend
     page_.wait_for_load_state("networkidle")
     assert not page_.errors, page_.errors
+
+
+# --- hostile names from the store ------------------------------------------------------
+
+# Markup that runs script wherever asv's pages concatenate a name into HTML.
+XSS = "<img src=x onerror=alert(document.domain)>"
+XSS_ATTR = "\"'><img src=y onerror=alert(2)>"
+
+
+def _edit_json(path: Path, fn) -> None:
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def _make_hostile(results: Path) -> None:
+    """Names a hostile store could hold, in every place asv's pages show one."""
+    bench = results / "benchmarks.json"
+    renamed = BENCHMARK.replace("time_device_cold", "time_kernel" + XSS)
+    ada = "bench_kernels.AdaValues9.time_device_cold"
+
+    def edit_bench(d):
+        d[renamed] = dict(d.pop(BENCHMARK), name=renamed)
+        d[ada]["pretty_name"] = "AdaLN" + XSS
+        d["bench_kernels.SplitRope.time_device_warm"]["params"][0].append(repr(XSS_ATTR))
+
+    _edit_json(bench, edit_bench)
+    for path in results.glob("*/*.json"):
+        if path.name == "machine.json":
+            continue
+
+        def edit(d):
+            d["results"][renamed] = d["results"].pop(BENCHMARK)
+
+        _edit_json(path, edit)
+    # a machine whose name is markup, consistent in its folder, machine.json and results
+    evil = "h200" + XSS_ATTR.replace('"', "").replace("/", "")
+    os.rename(results / "h200", results / evil)
+    _edit_json(results / evil / "machine.json", lambda d: d.__setitem__("machine", evil))
+    for path in (results / evil).glob("*.json"):
+        if path.name != "machine.json":
+            _edit_json(path, lambda d: d["params"].__setitem__("machine", evil))
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory):
+    h = generate_history(tmp_path_factory.mktemp("synth") / "h", n_commits=3, seed=5)
+    _make_hostile(h.results_dir)
+    html = tmp_path_factory.mktemp("site") / "html"
+    result = publish.publish(h.conf, h.results_dir, html, repo=h.repo, log=io.StringIO())
+    assert result.asv_ok, [p.message for p in result.problems]
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield result, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_hostile_names_run_no_script_in_asvs_pages(hostile_site, browser):
+    result, url = hostile_site
+    assert {"bad-name", "bad-machine-name"} <= {p.kind for p in result.problems}
+    pg = browser.new_page(viewport={"width": 1400, "height": 900})
+    pg.set_default_timeout(TIMEOUT_MS)
+    dialogs: list[str] = []
+
+    def on_dialog(d):
+        dialogs.append(d.message)
+        d.dismiss()
+
+    pg.on("dialog", on_dialog)
+    pg.route("**/*", lambda r: r.continue_() if r.request.url.startswith(url) else r.abort())
+    for where in ("", "#summarylist", "#regressions", f"#{BENCHMARK.replace('cold', 'warm')}"):
+        pg.goto(f"{url}/index.html{where}")
+        pg.wait_for_load_state("networkidle")
+        pg.wait_for_timeout(500)
+        # an <img src=x> that asv built from a name would also show up here
+        assert pg.locator("img[src='x'], img[src='y']").count() == 0, where
+    pg.goto(f"{url}/{page.SUMMARY_HTML}")
+    pg.wait_for_load_state("networkidle")
+    pg.close()
+    assert dialogs == []

@@ -93,6 +93,7 @@ def test_fresh_bare_repo_gets_an_orphan_branch(bare: Path, tmp_path: Path):
         "results/benchmarks.json",
         "results/h200/machine.json",
         "results/h200/00000001-env.json",
+        f"results/h200/{store.RUNNER_FILE}",  # which runner owns the machine name
     }
     assert "creating it as an orphan branch" in err.getvalue()
     assert all(line.startswith("ltx2k store: ") for line in err.getvalue().splitlines())

@@ -33,8 +33,9 @@ def calls(monkeypatch):
         seen["publish"] = (Path(results_dir), Path(html_dir), kw)
         return publish.PublishResult(Path(html_dir), Path(html_dir) / "summary.html")
 
-    def fake_latest(results_dir, *, repo=None):
+    def fake_latest(results_dir, *, repo=None, loaded=None):
         seen["latest"] = (Path(results_dir), repo)
+        assert loaded is not None  # the results are read once, by publish_dashboard
         return "latest-report"
 
     monkeypatch.setattr(publish, "publish", fake_publish)

@@ -24,12 +24,14 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 from ltx2k import asv_compat
+from ltx2k.history import names
 from ltx2k.history.tags import tags_of
 
 # asv stores the API version in every file; these are the versions asv 0.6 writes.
@@ -41,6 +43,26 @@ BENCHMARKS_API_VERSION = 2
 DEFAULT_TIMEOUT_S = 60.0
 
 _EMPTY: Mapping = MappingProxyType({})
+
+# Bounds on what is read at all. A result file of the whole suite is well under
+# a megabyte; asv's files nest five levels deep and hold no integer longer than
+# a millisecond date. Past these, a file is hostile or broken, and parsing it
+# would exhaust memory, the parser's recursion, or Python's int-digit limit.
+MAX_FILE_BYTES = 64 * 2**20
+MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 40
+
+# Bounds on values, so the detector, the plots and asv publish only ever get
+# numbers they can take (a log axis needs a positive time; exp() of 1e308
+# overflows; asv's step detection never ends on an infinity). A benchmark
+# taking over MAX_SECONDS (11.6 days) per call, or a count over MAX_COUNT, is
+# a broken file, not a measurement.
+MAX_SECONDS = 1e6
+MAX_COUNT = 1e15
+# Commit dates in ms since the epoch: before it (negative) or past 2200 no git commit
+# is dated, and the page's date formatting overflows on them.
+MIN_DATE_MS = 0
+MAX_DATE_MS = 7258118400000
 
 
 @dataclass(frozen=True)
@@ -97,7 +119,12 @@ class Problem:
 
     ``kind`` is one of: ``"corrupt"`` (not JSON, or JSON of the wrong shape),
     ``"truncated"`` (JSON that stops early, including an empty file),
-    ``"unreadable"`` (the OS refused to read it), ``"wrong-version"`` (an asv
+    ``"unreadable"`` (the OS refused to read it), ``"not-a-file"`` (a symlink,
+    FIFO or device where a file or folder was expected: never followed or read),
+    ``"too-large"`` (over MAX_FILE_BYTES), ``"bad-value"`` (a field of the wrong
+    type, non-finite, out of range, or an absurd date), ``"bad-name"`` (a benchmark,
+    parameter or environment name asv's pages cannot show safely, see
+    :mod:`ltx2k.history.names`), ``"bad-machine-name"``, ``"wrong-version"`` (an asv
     file format this asv does not read), ``"missing-machine-json"``,
     ``"bad-machine-json"``, ``"machine-mismatch"`` (a file filed under another
     machine's directory), ``"empty-machine"`` (a machine directory with no
@@ -111,6 +138,10 @@ class Problem:
     machine: str | None
     kind: str
     message: str
+    # The one benchmark of the file at *path* that is unusable; None: the whole file.
+    # Where it applies, not what the problem is: left out of equality, so a Problem
+    # read back from a report's JSON (which does not carry it) equals the original.
+    benchmark: str | None = field(default=None, compare=False)
 
 
 # JSON literals asv writes (Python's json writes NaN and Infinity for float specials).
@@ -151,6 +182,28 @@ def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
     for machine_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         if machine_dir.name.startswith("."):
             continue  # .git of a store checkout, editor folders
+        if machine_dir.is_symlink():
+            problems.append(
+                Problem(
+                    str(machine_dir),
+                    None,
+                    "not-a-file",
+                    f"{machine_dir} is a symbolic link, not a machine directory; it is "
+                    "not followed (it could point anywhere on this host).",
+                )
+            )
+            continue
+        why = names.file_name(machine_dir.name, "machine name")
+        if why:
+            problems.append(
+                Problem(
+                    str(machine_dir),
+                    None,
+                    "bad-machine-name",
+                    f"{why}; the directory {machine_dir} is not loaded or published.",
+                )
+            )
+            continue
         records.extend(_load_machine(machine_dir, benchmarks, problems, unknown))
     for name, path in sorted(unknown.items()):
         problems.append(
@@ -170,10 +223,111 @@ def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
 # --- files ---------------------------------------------------------------------------
 
 
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """A regular file's bytes, never through a link and never blocking on a FIFO.
+
+    Raises _NotRegular (its file type) or _TooLarge (its size), or OSError.
+    """
+    mode = path.lstat().st_mode
+    if not stat.S_ISREG(mode):
+        raise _NotRegular(_file_type(mode))
+    # O_NONBLOCK and O_NOFOLLOW: swapped for a FIFO or a link since the lstat, the
+    # open neither waits for a writer nor follows; fstat then tells what was opened.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotRegular(_file_type(mode))
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _TooLarge(path.stat().st_size)
+    return data
+
+
+class _NotRegular(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _nesting(text: str) -> int:
+    """How deep the JSON nests, counted before parsing (the parser recurses per level)."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        if m.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_JSON_DEPTH:
+                    break
+        else:
+            depth -= 1
+    return deepest
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(
+            f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})"
+        )
+    return int(digits)
+
+
+def parse_json(text: str):
+    """``json.loads`` with nesting depth and integer size bounded (ValueError past them)."""
+    depth = _nesting(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return json.loads(text, parse_int=_bounded_int)
+
+
 def _read_json(path: Path, machine: str | None, problems: list[Problem], what: str):
     """Parse one JSON file, or record why it cannot be parsed and return None."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = _read_bytes(path).decode("utf-8")
+    except _NotRegular as e:
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                # a directory is what the OS itself refuses to read (EISDIR)
+                "unreadable" if str(e) == "directory" else "not-a-file",
+                f"{what.capitalize()} {path} is a {e}, not a regular file; it is not read "
+                "(a link could point anywhere on this host, a FIFO would block).",
+            )
+        )
+        return None
+    except _TooLarge as e:
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "too-large",
+                f"{what.capitalize()} {path} is {e} bytes, over the {MAX_FILE_BYTES} bytes "
+                "an asv file can reasonably hold; it is not read.",
+            )
+        )
+        return None
     except OSError as e:
         problems.append(
             Problem(str(path), machine, "unreadable", f"Cannot read {what} {path}: {e}.")
@@ -202,7 +356,7 @@ def _read_json(path: Path, machine: str | None, problems: list[Problem], what: s
         )
         return None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as e:
         # The parser ran off the end of the input: the file was cut short
         # (disk full, killed runner, partial copy), not scrambled.
@@ -227,6 +381,16 @@ def _read_json(path: Path, machine: str | None, problems: list[Problem], what: s
                     f"{e.lineno}, column {e.colno}).",
                 )
             )
+        return None
+    except (ValueError, RecursionError) as e:
+        problems.append(
+            Problem(
+                str(path),
+                machine,
+                "corrupt",
+                f"{what.capitalize()} {path} is not an asv file: {e}; it is not read.",
+            )
+        )
         return None
 
 
@@ -258,7 +422,7 @@ def _check_version(data, path: Path, machine, expected: int, problems, what: str
 
 def _load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
     path = root / "benchmarks.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         problems.append(
             Problem(
                 str(path),
@@ -274,7 +438,73 @@ def _load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
         data, path, None, BENCHMARKS_API_VERSION, problems, "benchmarks file"
     ):
         return {}
-    return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
+    out = {}
+    for name, meta in data.items():
+        if name == "version" or not isinstance(meta, dict):
+            continue
+        why = names.benchmark(name) or _bad_meta(meta)
+        if why:
+            problems.append(
+                Problem(
+                    str(path),
+                    None,
+                    "bad-name",
+                    f"Benchmark {name[:200]!r} in {path}: {why}; it is left out of the "
+                    "dashboard and the regression check.",
+                    benchmark=name,
+                )
+            )
+            continue
+        out[name] = meta
+    return out
+
+
+def _bad_machine_fields(data: dict) -> str | None:
+    """Why machine.json cannot go to asv's pages, whose machine tooltip is HTML built
+    from its keys and values."""
+    for key, value in data.items():
+        why = names.text(key, "a key")
+        if why is None and not (value is None or isinstance(value, (str, int, float))):
+            why = f"field {key!r} is a JSON {type(value).__name__}, not a string"
+        if why is None and isinstance(value, str):
+            why = names.text(value, f"field {key!r}")
+        if why:
+            return why
+    return None
+
+
+def param_value_problem(value, what: str) -> str | None:
+    """Why a stored parameter value (asv keeps its repr: "'blocked'") cannot be shown."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == "'":
+        value = value[1:-1]  # the quotes of repr(), not part of the text
+    return names.text(value, what)
+
+
+def _bad_meta(meta: dict) -> str | None:
+    """Why a benchmarks.json entry's fields that asv's pages show cannot be shown."""
+    for key in ("unit", "pretty_name", "type"):
+        if meta.get(key) is not None:
+            why = names.text(meta[key], f"field {key!r}")
+            if why:
+                return why
+    pnames = meta.get("param_names", [])
+    params = meta.get("params", [])
+    if not isinstance(pnames, list) or not isinstance(params, list):
+        return "fields 'param_names' and 'params' must be lists"
+    for n in pnames:
+        why = names.identifier(n, "a name in 'param_names'")
+        if why:
+            return why
+    for values in params:
+        if not isinstance(values, list):
+            return f"field 'params' holds {values!r}, not a list of values"
+        for v in values:
+            why = param_value_problem(v, "a value in 'params'")
+            if why:
+                return why
+    if meta.get("timeout") is not None and _number(meta["timeout"], 0.0, MAX_SECONDS) is None:
+        return f"field 'timeout' is {meta['timeout']!r}, not a number of seconds"
+    return None
 
 
 def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
@@ -297,16 +527,20 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
     if data is not None and _check_version(
         data, path, name, MACHINE_API_VERSION, sink, "machine file"
     ):
-        if data.get("machine") == name:
+        why = _bad_machine_fields(data)
+        if why:
+            sink.append(Problem(str(path), name, "bad-machine-json", f"{path}: {why}."))
+        elif data.get("machine") == name:
             return MappingProxyType({k: v for k, v in data.items() if k != "version"})
-        sink.append(
-            Problem(
-                str(path),
-                name,
-                "bad-machine-json",
-                f"{path} names machine {data.get('machine')!r}, not {name!r}.",
+        else:
+            sink.append(
+                Problem(
+                    str(path),
+                    name,
+                    "bad-machine-json",
+                    f"{path} names machine {data.get('machine')!r}, not {name!r}.",
+                )
             )
-        )
     for p in sink:
         problems.append(
             Problem(
@@ -375,6 +609,10 @@ def _load_machine(
                 )
             )
             continue
+        why = _bad_file_fields(res)
+        if why:
+            problems.append(Problem(str(path), name, "bad-value", f"Result file {path}: {why}."))
+            continue
         usable += 1
         gpus = _gpu_uuids(data)
         records.extend(_records_of(res, path, name, info, benchmarks, problems, unknown, gpus))
@@ -406,6 +644,65 @@ def _unquote(value) -> str:
     return parsed if isinstance(parsed, str) else value
 
 
+_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+
+
+def _number(x, low: float, high: float) -> float | None:
+    """*x* as a float when it is a JSON number in [low, high], else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if low <= x <= high else None
+
+
+def _bad_file_fields(res) -> str | None:
+    """Why the fields that hold for the whole result file are unusable, or None."""
+    if not isinstance(res.commit_hash, str) or not _HEX.fullmatch(res.commit_hash):
+        return f"field 'commit_hash' is {str(res.commit_hash)[:80]!r}, not a git commit hash"
+    if _number(res.date, MIN_DATE_MS, MAX_DATE_MS) is None:
+        return (
+            f"field 'date' is {str(res.date)[:80]!r}, not a commit date in ms since the "
+            "epoch (1970 to 2200)"
+        )
+    why = names.file_name(asv_compat.result_env_name(res), "field 'env_name'")
+    if why:
+        return why
+    return None
+
+
+class _BadField(ValueError):
+    """One field of one benchmark in a result file, and why it cannot be used."""
+
+    def __init__(self, field: str, why: str):
+        super().__init__(f"field {field!r} {why}")
+
+
+def _field_float(st: Mapping, key: str, low: float, high: float, nan_ok: bool = True):
+    x = st.get(key)
+    if x is None or (nan_ok and isinstance(x, float) and math.isnan(x)):
+        return None
+    out = _number(x, low, high)
+    if out is None:
+        raise _BadField(f"stats_{key}", f"is {str(x)[:80]!r}, not a number in [{low:g}, {high:g}]")
+    return out
+
+
+def _field_int(st: Mapping, key: str) -> int | None:
+    x = st.get(key)
+    if x is None:
+        return None
+    if _number(x, 1, MAX_COUNT) is None or float(x) != int(x):
+        raise _BadField(f"stats_{key}", f"is {str(x)[:80]!r}, not a whole number >= 1")
+    return int(x)
+
+
+def _value_range(unit: str) -> tuple[float, float]:
+    """Values a metric of *unit* can take: a time is positive and bounded."""
+    if unit == "seconds":
+        return (math.ulp(0.0), MAX_SECONDS)
+    return (0.0, MAX_COUNT)
+
+
 def _opt_float(x) -> float | None:
     if x is None:
         return None
@@ -429,52 +726,50 @@ def _records_of(
     out: list[Record] = []
     env = asv_compat.result_env_name(res)
     for name in sorted(res.get_all_result_keys()):
+        why = names.benchmark(name) if isinstance(name, str) else "not a string"
+        if why:
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "bad-name",
+                    f"Benchmark {str(name)[:200]!r} in {path}: {why}; it is left out of the "
+                    "dashboard and the regression check.",
+                    benchmark=str(name),
+                )
+            )
+            continue
         meta = benchmarks.get(name)
         if meta is None and benchmarks:
             unknown.setdefault(name, str(path))
         meta = meta or {}
         try:
             rows = _rows_of(res, name, meta)
-        except (TypeError, ValueError, IndexError, AttributeError) as e:
+            cell_records, failed = _cells(res, name, meta, rows, machine, info, env, gpus)
+        except _BadField as e:
+            problems.append(
+                Problem(
+                    str(path),
+                    machine,
+                    "bad-value",
+                    f"Benchmark {name} in {path}: {e}; this benchmark of this file is left "
+                    "out of the dashboard and the regression check.",
+                    benchmark=name,
+                )
+            )
+            continue
+        except (TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
             problems.append(
                 Problem(
                     str(path),
                     machine,
                     "corrupt",
                     f"Benchmark {name} in {path} has malformed data and is ignored: {e}.",
+                    benchmark=name,
                 )
             )
             continue
-        unit = str(meta.get("unit") or "")
-        failed: dict[str, list[str]] = {}
-        for (params, raw_value), value, stats, samples in rows:
-            if value is None:
-                kind = _why_missing(res, name, meta, raw_value)
-                failed.setdefault(kind, []).append(_label(params))
-            st = stats or {}
-            ci = None
-            if st.get("ci_99_a") is not None and st.get("ci_99_b") is not None:
-                ci = (float(st["ci_99_a"]), float(st["ci_99_b"]))
-            out.append(
-                Record(
-                    machine=machine,
-                    commit=str(res.commit_hash),
-                    date=int(res.date) if res.date is not None else 0,
-                    benchmark=name,
-                    params=params,
-                    value=value,
-                    ci_99=ci,
-                    q_25=_opt_float(st.get("q_25")),
-                    q_75=_opt_float(st.get("q_75")),
-                    samples=tuple(float(s) for s in samples) if samples else None,
-                    number=int(st["number"]) if st.get("number") is not None else None,
-                    repeat=int(st["repeat"]) if st.get("repeat") is not None else None,
-                    unit=unit,
-                    env=str(env),
-                    machine_info=info,
-                    gpu_uuid=gpus.get(name),
-                )
-            )
+        out.extend(cell_records)
         for kind, labels in failed.items():
             problems.append(
                 Problem(
@@ -482,9 +777,70 @@ def _records_of(
                     machine,
                     kind,
                     _missing_message(kind, name, res, meta, labels, len(rows)),
+                    benchmark=name,
                 )
             )
     return out
+
+
+def _cells(res, name, meta, rows, machine, info, env, gpus):
+    """The records of one benchmark, every field checked; raises _BadField on the first bad one."""
+    unit = str(meta.get("unit") or "")
+    low, high = _value_range(unit)
+    failed: dict[str, list[str]] = {}
+    out = []
+    for (params, raw_value), value, stats, samples in rows:
+        for _, v in params:
+            why = param_value_problem(v, "parameter value")
+            if why:
+                raise _BadField("params", why)
+        if value is None:
+            kind = _why_missing(res, name, meta, raw_value)
+            failed.setdefault(kind, []).append(_label(params))
+        elif not low <= value <= high:
+            raise _BadField(
+                "result", f"is {value!r} for {_label(params)}, not in [{low:g}, {high:g}]"
+            )
+        st = stats or {}
+        ci = None
+        # asv stores -inf/inf for a bound its few samples cannot give.
+        a = _field_float(st, "ci_99_a", -math.inf, math.inf)
+        b = _field_float(st, "ci_99_b", -math.inf, math.inf)
+        if a is not None and b is not None:
+            if a > b:
+                raise _BadField("stats_ci_99_a", f"is {a!r}, above stats_ci_99_b {b!r}")
+            ci = (a, b)
+        if samples is not None and not isinstance(samples, list):
+            raise _BadField("samples", f"is {str(samples)[:80]!r}, not a list of numbers")
+        checked = []
+        for x in samples or ():
+            xf = _number(x, low, high)
+            if xf is None:
+                raise _BadField(
+                    "samples", f"holds {str(x)[:80]!r}, not a number in [{low:g}, {high:g}]"
+                )
+            checked.append(xf)
+        out.append(
+            Record(
+                machine=machine,
+                commit=str(res.commit_hash),
+                date=int(res.date),
+                benchmark=name,
+                params=params,
+                value=value,
+                ci_99=ci,
+                q_25=_field_float(st, "q_25", low, high),
+                q_75=_field_float(st, "q_75", low, high),
+                samples=tuple(checked) or None,
+                number=_field_int(st, "number"),
+                repeat=_field_int(st, "repeat"),
+                unit=unit,
+                env=str(env),
+                machine_info=info,
+                gpu_uuid=gpus.get(name),
+            )
+        )
+    return out, failed
 
 
 def _rows_of(res, name: str, meta: dict):
@@ -529,11 +885,16 @@ def _why_missing(res, name: str, meta: dict, value_raw) -> str:
     """
     if isinstance(value_raw, float) and math.isnan(value_raw):
         return "skipped"
-    duration = (res.duration or {}).get(name)
+    duration = _duration(res, name)
     timeout = float(meta.get("timeout") or DEFAULT_TIMEOUT_S)
-    if duration is not None and float(duration) >= 0.99 * timeout:
+    if duration is not None and duration >= 0.99 * timeout:
         return "timeout"
     return "failed"
+
+
+def _duration(res, name: str) -> float | None:
+    durations = res.duration if isinstance(res.duration, Mapping) else {}
+    return _number(durations.get(name), 0.0, math.inf)
 
 
 def _label(params: tuple[tuple[str, str], ...]) -> str:
@@ -549,7 +910,7 @@ def _missing_message(kind, name, res, meta, labels: list[str], total: int) -> st
         # for a combination that `--bench` left out: the file cannot tell which.
         return f"{head} were skipped or not selected: {shown}."
     if kind == "timeout":
-        duration = float((res.duration or {}).get(name) or 0.0)
+        duration = _duration(res, name) or 0.0
         timeout = float(meta.get("timeout") or DEFAULT_TIMEOUT_S)
         return (
             f"{head} have no value and the benchmark ran {duration:.1f} s against a "

@@ -38,6 +38,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -53,13 +54,21 @@ STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point a
 BENCHMARKS_JSON = "benchmarks.json"
 _BENCHMARKS_API_VERSION = 2
 
-# Messages git prints when the ref moved between our fetch and our push (or
-# another push holds the ref lock right now): worth a fetch and a retry.
-# Anything else (auth, missing repo, hooks refusing) fails at once.
-_RETRYABLE = re.compile(
-    r"\[rejected\]|\[remote rejected\]|non-fast-forward|fetch first|cannot lock ref|"
-    r"failed to update ref|failed to lock|incorrect old value|stale info"
+# Reasons git gives, in the parentheses of a " ! [rejected]" or
+# " ! [remote rejected]" line, when the ref moved between our fetch and our push
+# or another push holds the ref lock right now: worth a fetch and a retry. Any
+# other reason (a pre-receive or update hook declining, an unpacker error from
+# a full disk, a permission) fails at once with the server's own words.
+_MOVED_TIP = re.compile(
+    r"non-fast-forward|fetch first|cannot lock ref|failed to update ref|failed to lock|"
+    r"incorrect old value|stale info"
 )
+_REJECTION = re.compile(r"\[(?:remote )?rejected\][^\n]*?\(([^\n]*)\)\s*$", re.MULTILINE)
+
+# results/<machine>/.runner names the runner that first pushed that machine (not
+# .json, so neither asv nor the loader reads it). Another runner replacing one
+# of its files with different content is two runners sharing one machine name.
+RUNNER_FILE = ".runner"
 
 CHECKOUT_PREFIX = "ltx2k-store-"
 OWNER_FILE = "owner"  # "<pid> <hostname>" of the process using a checkout
@@ -89,6 +98,8 @@ class PullResult:
     written: tuple[str, ...]  # paths (relative to dest) created or replaced
     unchanged: int
     kept_local: tuple[str, ...]  # local files that differ from the store and were kept
+    # store paths that are not regular files (a symlink, a submodule): never followed or copied
+    refused: tuple[str, ...] = ()
 
 
 class _Log:
@@ -104,7 +115,13 @@ class _Log:
 
 
 # LC_ALL=C: we read git's messages to tell a moved tip from a real error.
-_GIT_ENV = {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+# GIT_ALLOW_PROTOCOL: a store is a path or a plain git URL; transports that run
+# a command (ext::, fd::) or a remote helper named by the URL are refused by git.
+_GIT_ENV = {
+    "LC_ALL": "C",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+}
 
 
 # --- validation -------------------------------------------------------------------------
@@ -116,6 +133,13 @@ def _check_url(store_url) -> str:
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError(f"store_url must be a git URL or path, got {store_url!r}")
     store_url = store_url.strip()
+    # git would read "--upload-pack=..." as an option and run its command; every
+    # call also passes "--" before the URL, so this is the clear error, not the guard.
+    if store_url.startswith("-") or any(c in store_url for c in "\0\n\r"):
+        raise ValueError(
+            f"store_url={store_url!r} is not a git URL or path (it starts with '-' or "
+            "holds a control character); write ./ before a local path that starts with '-'"
+        )
     # git runs inside a temporary checkout: a relative local path must not
     # be resolved against that.
     return os.path.abspath(store_url) if os.path.exists(store_url) else store_url
@@ -200,7 +224,34 @@ def merge_benchmarks(base: dict | None, incoming: dict | None) -> dict:
     return out
 
 
+def _is_regular(path: Path) -> bool:
+    """A regular file itself, not through a link: what push and pull ever read."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _store_files(src_root: Path) -> tuple[list[Path], list[str]]:
+    """(regular files, everything else) under *src_root*, links never followed.
+
+    A symlink in the store branch would make a pull copy whatever it points at
+    on the puller's machine (and the next push publish it), so it is refused.
+    """
+    files, refused = [], []
+    for top, dirs, names in os.walk(src_root):
+        for name in sorted(dirs):
+            if os.path.islink(os.path.join(top, name)):
+                refused.append(os.path.join(top, name))
+        for name in names:
+            p = Path(top, name)
+            (files if _is_regular(p) else refused).append(p)
+    return sorted(files), sorted(str(Path(r).relative_to(src_root).as_posix()) for r in refused)
+
+
 def _read_json_object(path: Path) -> dict | None:
+    if path.exists() and not _is_regular(path):
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -339,7 +390,7 @@ class _Terminated(SystemExit):
 
 
 @contextlib.contextmanager
-def _exit_on_signals() -> Iterator[None]:
+def exit_on_signals() -> Iterator[None]:
     """SIGTERM/SIGHUP raise (exit status 128 + signal) instead of ending the process at once.
 
     Python's default for them runs no ``finally``; SIGINT already raises
@@ -372,7 +423,7 @@ def _exit_on_signals() -> Iterator[None]:
 def _temp_checkout(log: _Log) -> Iterator[Path]:
     """A private temporary directory for git, gone however the run ends but SIGKILL."""
     sweep_checkouts(log=log.stream)
-    with _exit_on_signals():
+    with exit_on_signals():
         tmp = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
         try:
             (tmp / OWNER_FILE).write_text(_owner())
@@ -388,7 +439,10 @@ def _collect(results_dir: Path, machines: list[str], log: _Log):
     files, skipped = [], []
     for m in machines:
         for src in sorted((results_dir / m).glob("*.json")):
-            if not src.is_file():
+            if not _is_regular(src):
+                if src.is_symlink() or src.exists():
+                    log(f"skipping {src}: not a regular file (a link, FIFO or device)")
+                    skipped.append(str(src))
                 continue
             if _read_json_object(src) is None:
                 log(f"skipping {src}: not a JSON object (truncated or corrupt)")
@@ -397,7 +451,7 @@ def _collect(results_dir: Path, machines: list[str], log: _Log):
             files.append((src, f"{STORE_ROOT}/{m}/{src.name}"))
     bench = None
     bench_path = results_dir / BENCHMARKS_JSON
-    if bench_path.exists():
+    if os.path.lexists(bench_path):
         bench = _read_json_object(bench_path)
         if bench is None:
             log(f"skipping {bench_path}: not a JSON object (truncated or corrupt)")
@@ -406,7 +460,9 @@ def _collect(results_dir: Path, machines: list[str], log: _Log):
 
 
 def _remote_tip(store_url: str, branch: str) -> str | None:
-    proc = git.run(None, "ls-remote", "--heads", store_url, f"refs/heads/{branch}", env=_GIT_ENV)
+    proc = git.run(
+        None, "ls-remote", "--heads", "--", store_url, f"refs/heads/{branch}", env=_GIT_ENV
+    )
     if proc.returncode != 0:
         # git's first complaint is the reason; the rest is advice about access rights.
         why = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "git ls-remote failed")
@@ -429,6 +485,7 @@ def _checkout_tip(work: Path, store_url: str, branch: str) -> str | None:
         "-q",
         "--depth=1",
         "--no-tags",
+        "--",
         store_url,
         f"refs/heads/{branch}",
         check=True,
@@ -437,6 +494,48 @@ def _checkout_tip(work: Path, store_url: str, branch: str) -> str | None:
     fetched = git.output(work, "rev-parse", "FETCH_HEAD", env=_GIT_ENV)
     git.run(work, "checkout", "-q", "-B", branch, fetched, check=True, env=_GIT_ENV)
     return fetched
+
+
+def runner_identity() -> str:
+    """This runner's name: GitHub Actions' RUNNER_NAME, else the host name."""
+    return (os.environ.get("RUNNER_NAME") or "").strip() or socket.gethostname()
+
+
+def _check_runner(work: Path, files, machines: list[str], runner: str) -> list[str]:
+    """Refuse to replace another runner's files; return the .runner files to add."""
+    added = []
+    for m in machines:
+        ident = work / STORE_ROOT / m / RUNNER_FILE
+        owner = (
+            ident.read_text(encoding="utf-8", errors="replace").strip()
+            if _is_regular(ident)
+            else None
+        )
+        if owner is None:
+            ident.parent.mkdir(parents=True, exist_ok=True)
+            ident.write_text(runner + "\n", encoding="utf-8")
+            added.append(f"{STORE_ROOT}/{m}/{RUNNER_FILE}")
+            continue
+        if owner == runner:
+            continue
+        clash = [
+            rel
+            for src, rel in files
+            # machine.json describes the machine; the newest writer may update it
+            if rel.startswith(f"{STORE_ROOT}/{m}/")
+            and not rel.endswith("/machine.json")
+            and _is_regular(work / rel)
+            and (work / rel).read_bytes() != src.read_bytes()
+        ]
+        if clash:
+            raise RuntimeError(
+                f"machine {m!r} in the store belongs to runner {owner!r}, and this runner "
+                f"({runner!r}) would replace {len(clash)} of its file(s) with different "
+                f"results ({', '.join(clash[:3])}): two runners share one machine name. "
+                "Nothing was pushed; give each runner its own machine name "
+                "(ltx2k machine --write)"
+            )
+    return added
 
 
 def _apply(work: Path, files, bench: dict | None) -> list[str]:
@@ -484,7 +583,15 @@ def _commit(work: Path, paths: list[str], message: str) -> str:
 def _push(work: Path, store_url: str, branch: str):
     # A plain refspec (no '+') and no --force: the server refuses anything
     # but a fast-forward, which is what keeps other runners' commits safe.
-    return git.run(work, "push", "-q", store_url, f"HEAD:refs/heads/{branch}", env=_GIT_ENV)
+    return git.run(work, "push", "-q", "--", store_url, f"HEAD:refs/heads/{branch}", env=_GIT_ENV)
+
+
+def _moved_tip(err: str) -> bool:
+    """Whether git's push output says only that the tip moved (retry), not a refusal."""
+    reasons = _REJECTION.findall(err)
+    if reasons:
+        return all(_MOVED_TIP.search(r) for r in reasons)
+    return bool(_MOVED_TIP.search(err))
 
 
 def push_results(
@@ -497,6 +604,7 @@ def push_results(
     backoff: float = 0.5,
     *,
     machine_file=None,
+    runner: str | None = None,
     log=True,
 ) -> PushResult:
     """Add this runner's ``results/<machine>/`` files to the store branch.
@@ -510,6 +618,11 @@ def push_results(
     runners moved the tip, sleeping ``backoff * 2**attempt`` seconds
     (randomized +-50%, capped at 30 s). Pushing files the store already has
     is a no-op (``pushed=False``).
+
+    *runner* (default :func:`runner_identity`) is recorded per machine in the
+    store on its first push; a push that would replace one of that machine's
+    files with different content from another runner raises RuntimeError and
+    pushes nothing (two runners under one machine name).
     """
     store_url = _check_url(store_url)
     root = Path(os.fspath(results_dir)) if isinstance(results_dir, (str, os.PathLike)) else None
@@ -523,6 +636,10 @@ def push_results(
         raise ValueError(f"backoff must be a number of seconds >= 0, got {backoff!r}")
     if message is not None and (not isinstance(message, str) or not message.strip()):
         raise ValueError(f"message must be a non-empty str, got {message!r}")
+    runner = runner_identity() if runner is None else runner
+    if not isinstance(runner, str) or not runner.strip() or not runner.isprintable():
+        raise ValueError(f"runner must be a non-empty printable str, got {runner!r}")
+    runner = runner.strip()
 
     files, bench, skipped = _collect(root, machines, say)
     if not files:
@@ -540,10 +657,12 @@ def push_results(
             tip = _checkout_tip(work, store_url, branch)
             if tip is None:
                 say(f"branch {branch!r} does not exist yet; creating it as an orphan branch")
+            owners = _check_runner(work, files, machines, runner)
             changed = _apply(work, files, bench)
             if not changed:
                 say(f"nothing to push: the store already holds these {len(files)} file(s)")
                 return PushResult(False, tip, (), attempt, tuple(skipped))
+            changed += owners
             say(f"committing {len(changed)} changed file(s) for {', '.join(machines)}")
             commit = _commit(work, changed, msg)
             _pause_point("push")
@@ -553,8 +672,9 @@ def push_results(
                 say(f"pushed {commit[:12]} to {store_url} {branch}")
                 return PushResult(True, commit, tuple(changed), attempt + 1, tuple(skipped))
             err = (proc.stderr or proc.stdout).strip()
-            if not _RETRYABLE.search(err):
-                raise RuntimeError(f"push to {store_url!r} ({branch}) failed: {err}")
+            if not _moved_tip(err):
+                # git's whole output: a hook's refusal is in its "remote:" lines.
+                raise RuntimeError(f"push to {store_url!r} ({branch}) was refused: {err}")
             if attempt == retries:
                 break
             delay = min(backoff * 2**attempt, 30.0) * random.uniform(0.5, 1.5)
@@ -608,8 +728,16 @@ def pull_results(
         _pause_point("fetched")
         src_root = work / STORE_ROOT
         written, kept, unchanged = [], [], 0
-        for src in sorted(p for p in src_root.rglob("*") if p.is_file()):
+        regular, refused = _store_files(src_root)
+        for rel in refused:
+            say(
+                f"refusing {STORE_ROOT}/{rel} of the store: not a regular file (a symlink "
+                "or a submodule); it is not followed or copied"
+            )
+        for src in regular:
             rel = src.relative_to(src_root)
+            if rel.name == RUNNER_FILE:
+                continue  # the store's own bookkeeping, not a result
             dst = dest / rel
             if rel.as_posix() == BENCHMARKS_JSON:
                 local = _read_json_object(dst) if dst.exists() else None
@@ -642,4 +770,4 @@ def pull_results(
             f"(pass overwrite=True / --overwrite to replace them): {', '.join(kept[:5])}"
         )
     say(f"pulled {tip[:12]}: {len(written)} written, {unchanged} unchanged into {dest}")
-    return PullResult(tip, tuple(written), unchanged, tuple(kept))
+    return PullResult(tip, tuple(written), unchanged, tuple(kept), tuple(refused))

@@ -20,11 +20,14 @@ Atom feed; we never re-implement those. What we add around it:
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,8 @@ from typing import Any
 
 from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
-from ltx2k.history.records import QUIET_KINDS, Problem, load_results
+from ltx2k.history.records import QUIET_KINDS, Problem, load_results, parse_json
+from ltx2k.history.store import exit_on_signals
 from ltx2k.report import links, page
 
 # CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/static/vendor/.
@@ -67,10 +71,26 @@ VENDORED_ASSETS = {
 VENDOR_DIR = "vendor"
 SUMMARY_LINK_ID = "ltx2k-summary-link"
 
-# Problems that make a result file unusable as a whole (asv must not see it).
-_BAD_FILE_KINDS = {"corrupt", "truncated", "unreadable", "wrong-version", "machine-mismatch"}
-# Problems that make asv publish skip or crash on a whole machine directory.
-_BAD_MACHINE_KINDS = {"missing-machine-json", "bad-machine-json"}
+# Problems that make a result file unusable (asv must not see it): the whole file
+# when the Problem names no benchmark, else only that benchmark of the file.
+_BAD_FILE_KINDS = {
+    "corrupt",
+    "truncated",
+    "unreadable",
+    "wrong-version",
+    "machine-mismatch",
+    "not-a-file",
+    "too-large",
+    "bad-value",
+    "bad-name",
+}
+# Problems that make asv publish skip or crash on a whole machine directory, or
+# that keep a machine off asv's pages.
+_BAD_MACHINE_KINDS = {"missing-machine-json", "bad-machine-json", "bad-machine-name"}
+# `asv publish` on a 1,000-commit history finishes in minutes; one that runs
+# for an hour is stuck (asv's step detection can spin on pathological input).
+ASV_PUBLISH_TIMEOUT_S = 3600.0
+FAILED_SUFFIX = ".failed"  # html.failed/: the build of a publish whose asv step failed
 # asv log lines worth surfacing: they mean data was left out of the dashboard.
 _ASV_DROPS = re.compile(r"(Couldn't find .* in branches|Skipping results|Error parsing JSON)")
 
@@ -81,6 +101,7 @@ class PublishResult:
     summary: Path
     problems: list[Problem] = field(default_factory=list)
     asv_ok: bool = True  # False: asv's site is missing or stale; the summary page is still there
+    kept_old: bool = False  # asv failed and html_dir still holds the previous complete site
 
     @property
     def error(self) -> str | None:
@@ -88,6 +109,11 @@ class PublishResult:
         without them would pass for a whole dashboard."""
         if self.asv_ok:
             return None
+        if self.kept_old:
+            return (
+                f"asv publish failed (problems above): {self.html_dir} keeps the previous "
+                f"site; this run's summary is {self.summary}"
+            )
         return (
             f"asv publish failed (problems above): wrote {self.summary}, "
             f"but no new {self.html_dir / 'index.html'}"
@@ -103,8 +129,15 @@ def publish(
     repo: str | os.PathLike | None = None,
     last: int | None = None,
     log=None,
+    asv_timeout: float = ASV_PUBLISH_TIMEOUT_S,
+    loaded: tuple[list, list[Problem]] | None = None,
 ) -> PublishResult:
     """Build ``html_dir``: asv's dashboard, then ``summary.html`` + ``summary/*.png``.
+
+    ``asv publish`` runs in its own process group, ended after *asv_timeout*
+    seconds or when this process is interrupted or terminated. When it fails and
+    ``html_dir`` holds a complete site, that site is left as it was and this
+    run's build (its summary page) goes to ``<html_dir>.failed/``.
 
     ``regress_json`` is a report of ``ltx2k.analysis.regress``: a ``Report``,
     the path of one written as JSON, or that JSON as a mapping; without one
@@ -123,50 +156,74 @@ def publish(
         raise ValueError(f"results_dir={os.fspath(results_dir)!r} is not a directory")
     if last is not None and last < 1:
         raise ValueError(f"last must be a positive number of commits, got {last!r}")
+    if isinstance(asv_timeout, bool) or not isinstance(asv_timeout, (int, float)):
+        raise ValueError(f"asv_timeout must be a number of seconds, got {asv_timeout!r}")
+    if not 0 < asv_timeout < float("inf"):
+        raise ValueError(f"asv_timeout must be a positive, finite number, got {asv_timeout!r}")
     report = _load_report(regress_json)
     html = Path(html_dir).resolve()
 
-    records, problems = load_results(results)
+    # *loaded*: load_results(results_dir) already done by the caller (publish_dashboard),
+    # so a large history is read once, not once per step.
+    records, problems = loaded if loaded is not None else load_results(results)
     problems = list(problems)
     html.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(html)
     # Everything is built next to html/ and swapped in at the end, so a publish
     # killed at any point leaves the previous site (or none), never half of one.
     work = Path(tempfile.mkdtemp(prefix=_build_prefix(html) + f"{os.getpid()}-", dir=html.parent))
-    try:
-        build = work / "html"
-        conf = _staged_conf(conf_path, build, repo)
-        commit_base = _commit_base(conf)
-        staged = _stage_results(results, work / "results", conf, problems)
-        conf["results_dir"] = str(staged)
-        tmp_conf = work / "asv.conf.json"
-        tmp_conf.write_text(json.dumps(conf, indent=2), encoding="utf-8")
-        asv_ok = _run_asv_publish(tmp_conf, conf_path, problems)
-        if asv_ok:
-            _post_process_index(build, problems)
-        else:
-            build.mkdir(parents=True, exist_ok=True)
-
-        summary = page.build_summary(
-            build,
-            records,
-            problems,
-            report=report,
-            machines_info=_machines_info(results),
-            last=last,
-            commit_base=commit_base,
-            results_dir=results,
-            results_label=_results_label(results, conf_path),
-        )
-        swap_in(build, html)
-    finally:
-        old = work / _OLD
-        if old.is_dir() and not os.path.lexists(html):
-            os.rename(old, html)  # the fallback swap failed half-way: keep the old site
-        shutil.rmtree(work, ignore_errors=True)
-    summary = html / summary.name
+    kept_old = False
+    with exit_on_signals():
+        try:
+            summary, asv_ok, kept_old = _build_and_swap(
+                work, html, conf_path, results, repo, records, problems, report, last, asv_timeout
+            )
+        finally:
+            old = work / _OLD
+            if old.is_dir() and not os.path.lexists(html):
+                os.rename(old, html)  # the fallback swap failed half-way: keep the old site
+            shutil.rmtree(work, ignore_errors=True)
     _log_problems(problems, log)
-    return PublishResult(html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok)
+    return PublishResult(
+        html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok, kept_old=kept_old
+    )
+
+
+def _build_and_swap(work, html, conf_path, results, repo, records, problems, report, last, timeout):
+    """The build of :func:`publish` in *work*; returns (summary path, asv ok, old site kept)."""
+    build = work / "html"
+    conf = _staged_conf(conf_path, build, repo)
+    commit_base = _commit_base(conf)
+    staged = _stage_results(results, work / "results", conf, problems)
+    conf["results_dir"] = str(staged)
+    tmp_conf = work / "asv.conf.json"
+    tmp_conf.write_text(json.dumps(conf, indent=2), encoding="utf-8")
+    asv_ok = _run_asv_publish(tmp_conf, conf_path, problems, timeout)
+    if asv_ok:
+        _post_process_index(build, problems)
+    else:
+        build.mkdir(parents=True, exist_ok=True)
+
+    summary = page.build_summary(
+        build,
+        records,
+        problems,
+        report=report,
+        machines_info=_machines_info(results),
+        last=last,
+        commit_base=commit_base,
+        results_dir=results,
+        results_label=_results_label(results, conf_path),
+    )
+    if not asv_ok and (html / "index.html").is_file():
+        # A summary page over a site without asv's pages would link nowhere:
+        # the previous complete site stays, this build goes aside for a look.
+        failed = html.with_name(html.name + FAILED_SUFFIX)
+        shutil.rmtree(failed, ignore_errors=True)
+        os.rename(build, failed)
+        return failed / summary.name, asv_ok, True
+    swap_in(build, html)
+    return html / summary.name, asv_ok, False
 
 
 def publish_dashboard(
@@ -201,9 +258,18 @@ def publish_dashboard(
         )
     repo_dir = Path(repo).resolve() if repo else conf_repo
     if regress_json is None:
-        regress_json = latest_vs_previous(results, repo=repo_dir if repo_dir.is_dir() else None)
+        regress_json = latest_vs_previous(
+            results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
+        )
     return publish(
-        asv_conf, results, html, regress_json=regress_json, repo=repo_dir, last=last, log=log
+        asv_conf,
+        results,
+        html,
+        regress_json=regress_json,
+        repo=repo_dir,
+        last=last,
+        log=log,
+        loaded=(records, problems),
     )
 
 
@@ -231,7 +297,7 @@ def conf_dirs(
     return results.resolve(), html.resolve(), (base / str(conf.get("repo", "."))).resolve()
 
 
-def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
+def latest_vs_previous(results_dir, *, repo=None, loaded=None) -> Report | None:
     """The regress report of the newest commit, judged along its history.
 
     The newest commit is the one with the latest stored commit date over all
@@ -242,7 +308,8 @@ def latest_vs_previous(results_dir, *, repo=None) -> Report | None:
     """
     from ltx2k.analysis import regress
 
-    records, problems = load_results(results_dir)
+    # *loaded*: load_results(results_dir), when the caller already has it.
+    records, problems = loaded if loaded is not None else load_results(results_dir)
     dates: dict[str, int] = {}
     for r in records:
         dates[r.commit] = r.date
@@ -367,8 +434,11 @@ def _machines_info(results: Path) -> dict[str, dict]:
     """machine.json contents of machines that have one (broken ones are already Problems)."""
     info = {}
     for d in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if d.is_symlink() or not _is_regular(d / "machine.json"):
+            info[d.name] = {}
+            continue
         try:
-            data = json.loads((d / "machine.json").read_text(encoding="utf-8"))
+            data = parse_json((d / "machine.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             info[d.name] = {}
             continue
@@ -423,10 +493,28 @@ def _staged_conf(conf_path: Path, html: Path, repo) -> dict:
 def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Problem]) -> Path:
     """Copy what asv can publish into ``staged``; add a Problem for everything left out."""
     staged.mkdir(parents=True)
-    bad_files = {os.path.realpath(p.path) for p in problems if p.kind in _BAD_FILE_KINDS}
+    bad_files = {
+        os.path.realpath(p.path)
+        for p in problems
+        if p.kind in _BAD_FILE_KINDS and p.benchmark is None
+    }
     bad_machines = {p.machine for p in problems if p.kind in _BAD_MACHINE_KINDS}
-    if (results / "benchmarks.json").is_file():
-        shutil.copy2(results / "benchmarks.json", staged / "benchmarks.json")
+    bench_path = results / "benchmarks.json"
+    refused = {p.benchmark for p in problems if p.kind == "bad-name" and p.path == str(bench_path)}
+    if _is_regular(bench_path):
+        try:
+            bench = parse_json(bench_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            bench = None  # load_results already reported it; asv publish will fail
+        if isinstance(bench, dict):
+            kept = {k: v for k, v in bench.items() if k != "version" and k not in refused}
+            asv_compat.write_json(staged / "benchmarks.json", kept, api_version=2)
+    # Result files with one unusable benchmark go to asv without it.
+    strip: dict[str, set[str]] = {}
+    for p in problems:
+        if p.kind in _BAD_FILE_KINDS and p.benchmark is not None:
+            strip.setdefault(os.path.realpath(p.path), set()).add(p.benchmark)
+    stripped_dir = staged.parent / "stripped"
 
     cfg = asv_compat.config_from_dict(dict(conf, results_dir=str(staged)))
     try:
@@ -443,11 +531,17 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
 
     candidates: list[tuple[Path, str, Any]] = []  # Any: asv's Results
     for mdir in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if mdir.name in bad_machines:
+        if mdir.name in bad_machines or mdir.is_symlink():
             continue  # load_results already said why; asv would skip or crash on it
         for path in sorted(mdir.glob("*.json")):
             if path.name == "machine.json" or os.path.realpath(path) in bad_files:
                 continue
+            if not _is_regular(path):
+                continue  # load_results already reported it
+            if os.path.realpath(path) in strip:
+                path = _without(path, strip[os.path.realpath(path)], stripped_dir / mdir.name)
+                if path is None:
+                    continue
             try:
                 res = asv_compat.load_result(path, machine_name=mdir.name)
                 if benchmarks is not None:
@@ -479,7 +573,7 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
         (staged / machine).mkdir(exist_ok=True)
         shutil.copy2(path, staged / machine / path.name)
         if not (staged / machine / "machine.json").exists():
-            shutil.copy2(path.parent / "machine.json", staged / machine / "machine.json")
+            shutil.copy2(results / machine / "machine.json", staged / machine / "machine.json")
     # One problem per machine: a wrong --repo makes every file of every machine
     # "unknown", and hundreds of identical lines would bury the cause.
     for machine, items in sorted(unknown.items()):
@@ -499,7 +593,79 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
     return staged
 
 
-def _run_asv_publish(tmp_conf: Path, conf_path: Path, problems: list[Problem]) -> bool:
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _without(path: Path, benchmarks: set[str], folder: Path) -> Path | None:
+    """A copy of result file *path* in *folder* without *benchmarks*; None if unreadable."""
+    try:
+        data = parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    # Every per-benchmark mapping asv 0.6 keeps in a result file.
+    for key in ("results", "durations", "benchmark_version"):
+        if isinstance(data.get(key), dict):
+            for name in benchmarks:
+                data[key].pop(name, None)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / path.name
+    out.write_text(json.dumps(data), encoding="utf-8")
+    return out
+
+
+def _run_bounded(cmd: list[str], timeout: float, **kwargs) -> tuple[int | None, str]:
+    """Run *cmd* in a process group of its own; (exit status or None on timeout, output).
+
+    The whole group is killed on timeout and when this process is interrupted or
+    terminated (publish turns SIGTERM/SIGHUP into SystemExit), so no asv worker
+    outlives us and writes into a build folder the next publish removes. The child
+    also gets SIGKILL when this process dies by SIGKILL (Linux PR_SET_PDEATHSIG).
+    """
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        **kwargs,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, _ = proc.communicate()
+        return None, out or ""
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _run_asv_publish(
+    tmp_conf: Path, conf_path: Path, problems: list[Problem], timeout: float
+) -> bool:
     # A subprocess, not asv.commands.publish.Publish.run: asv's logger and its
     # multiprocessing pool are process-global, and a crash in asv must not
     # take the summary page down with it.
@@ -510,20 +676,23 @@ def _run_asv_publish(tmp_conf: Path, conf_path: Path, problems: list[Problem]) -
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(conf_path.parent), env.get("PYTHONPATH", "")) if p
     )
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_conf.parent, env=env)
-    output = proc.stdout + proc.stderr
+    returncode, output = _run_bounded(cmd, timeout, cwd=tmp_conf.parent, env=env)
     for line in output.splitlines():
         if _ASV_DROPS.search(line):
             problems.append(Problem(str(conf_path), None, "asv-warning", line.strip(" ·")))
-    if proc.returncode != 0:
+    if returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-15:])
+        how = (
+            f"ran past {timeout:g} s and was stopped"
+            if returncode is None
+            else (f"exited with {returncode}")
+        )
         problems.append(
             Problem(
                 str(conf_path),
                 None,
                 "asv-publish-failed",
-                f"`asv publish` exited with {proc.returncode}; asv's pages are missing. "
-                f"Last output:\n{tail}",
+                f"`asv publish` {how}; asv's pages are not updated. Last output:\n{tail}",
             )
         )
         return False

@@ -27,6 +27,9 @@ bench=${3:-${LTX2K_BISECT_BENCH:-}}
 [[ "$good" != "$bad" ]] || ci_die "good and bad are the same commit ${good:0:12}: nothing to bisect"
 git merge-base --is-ancestor "$good" "$bad" ||
     ci_die "good commit ${good:0:12} is not an ancestor of bad commit ${bad:0:12}"
+# Every commit asv find may build lies between good and bad, so bad on the
+# default branch puts the whole range there.
+ci_default_branch_commit "$bad" LTX2K_BISECT_BAD
 find_args=()
 case "${LTX2K_BISECT_INVERT:-false}" in
 true) find_args=(--invert) ;;

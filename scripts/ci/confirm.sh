@@ -35,6 +35,14 @@ max_cells=${LTX2K_MAX_CELLS:-20}
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || ci_die "LTX2K_ROUNDS: not a positive integer: '$rounds'"
 [[ "$max_cells" =~ ^[1-9][0-9]*$ ]] || ci_die "LTX2K_MAX_CELLS: not a positive integer: '$max_cells'"
 [[ -f "$report" ]] || ci_die "LTX2K_REPORT: no report at '$report' (regress_report.sh writes one)"
+# Every full commit hash the report names (last good, first bad, the commit
+# judged), found by pattern so that no field of the report format is missed.
+# Each one the checkout knows must be on the default branch: confirm builds them.
+while read -r sha; do
+    if git cat-file -e "${sha}^{commit}" 2>/dev/null; then
+        ci_default_branch_commit "$sha" LTX2K_REPORT
+    fi
+done < <(grep -oE '\b[0-9a-f]{40}\b' "$report" | sort -u)
 
 mkdir -p "$out"
 rm -f "$out"/{status,machine,summary.md,confirm.json,confirm.log}

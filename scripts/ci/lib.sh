@@ -71,10 +71,24 @@ ci_store_url() {
 # The store token lives in a shell variable, not in the environment: the
 # benchmarks that `ltx2k run` starts (and anything they import) inherit the
 # environment, and they have no business with a token that can push.
+# `unset` is not enough: /proc/<pid>/environ keeps what the process was started
+# with, and every process this script starts can read it. So the script starts
+# again (same pid, exec) from an environment without the token, which it reads
+# back from file descriptor 3. Call it as `ci_take_store_token "$@"` before the
+# script does anything; $0 must still name the script then (run it from the
+# repository root, as the workflows do, or by absolute path).
 _ci_store_token=""
 ci_take_store_token() {
-    _ci_store_token=${LTX2K_STORE_TOKEN:-}
-    unset LTX2K_STORE_TOKEN
+    if [[ -n "${LTX2K_STORE_TOKEN+set}" ]]; then
+        local token=$LTX2K_STORE_TOKEN
+        [[ -f "$0" ]] || ci_die "cannot start $0 again without LTX2K_STORE_TOKEN"
+        exec env -u LTX2K_STORE_TOKEN LTX2K_STORE_TOKEN_FD=3 bash "$0" "$@" 3<<<"$token"
+    fi
+    if [[ "${LTX2K_STORE_TOKEN_FD:-}" == 3 ]]; then
+        IFS= read -r _ci_store_token <&3 || true
+        exec 3<&-
+        unset LTX2K_STORE_TOKEN_FD
+    fi
 }
 
 # ci_with_store_auth CMD...: run CMD with git credentials for the store that
@@ -104,4 +118,20 @@ ci_commit() {
     # workflow_dispatch forms.
     [[ "$ref" =~ ^[A-Za-z0-9][A-Za-z0-9._/~^-]*$ ]] || ci_die "$name: not a git revision: '$ref'"
     git rev-parse --verify --quiet "${ref}^{commit}" || ci_die "$name: unknown commit '$ref'"
+}
+
+# ci_default_branch_commit COMMIT NAME: die unless COMMIT is reachable from the
+# default branch. A trusted runner holds the store's write token and measures
+# whatever code it checks out, so it runs only commits that were reviewed and
+# merged, never one that exists only on a feature branch.
+ci_default_branch_commit() {
+    local commit=$1 name=$2 branch=${LTX2K_DEFAULT_BRANCH:-main} ref
+    [[ "$branch" =~ ^[A-Za-z0-9][A-Za-z0-9._/-]*$ ]] ||
+        ci_die "LTX2K_DEFAULT_BRANCH: not a branch name: '$branch'"
+    ref=refs/remotes/origin/$branch
+    git rev-parse --verify --quiet "$ref" >/dev/null || ref=refs/heads/$branch
+    git rev-parse --verify --quiet "$ref" >/dev/null ||
+        ci_die "default branch '$branch' is not in this checkout (fetch it, fetch-depth: 0)"
+    git merge-base --is-ancestor "$commit" "$ref" ||
+        ci_die "$name: commit ${commit:0:12} is not on the default branch '$branch'; trusted runners measure merged code only"
 }

@@ -12,6 +12,9 @@
 #   LTX2K_ARTIFACTS     directory of downloaded artifacts (default artifacts)
 #   LTX2K_RUN_HEAD_SHA  head commit of the pr-bench run (workflow_run.head_sha)
 #   LTX2K_RUN_URL       link to the pr-bench run (optional)
+#   LTX2K_RUN_PATH      workflow file of that run (workflow_run.path)
+#   LTX2K_RUN_HEAD_REPO owner/name the run's head commit came from
+#                       (workflow_run.head_repository.full_name)
 #   LTX2K_COMMENT_AUTHOR  login whose comment is updated (default github-actions[bot])
 #   LTX2K_DRY_RUN=1     print the comment instead of posting it
 set -euo pipefail
@@ -26,6 +29,19 @@ author=${LTX2K_COMMENT_AUTHOR:-github-actions[bot]}
 marker='<!-- ltx2k-pr-bench -->'
 [[ -n "$repo" ]] || ci_die "GH_REPO (owner/name) is not set"
 [[ "$run_head" =~ ^[0-9a-f]{40}$ ]] || ci_die "LTX2K_RUN_HEAD_SHA: not a commit hash: '$run_head'"
+# The trigger matches workflows by *name*: any workflow a PR adds and calls
+# "PR benchmark" would fire it. Only the gate's own file counts.
+gate=.github/workflows/pr-bench.yml
+run_path=${LTX2K_RUN_PATH:-}
+[[ "$run_path" == "$gate" ]] ||
+    ci_die "LTX2K_RUN_PATH: the triggering run is '$run_path', not the PR gate $gate"
+head_repo=${LTX2K_RUN_HEAD_REPO:-}
+[[ "$head_repo" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    ci_die "LTX2K_RUN_HEAD_REPO: not an owner/name: '$head_repo'"
+# A fork's report.md is posted as inert text (a code block): no links, images or
+# formatting from a repository we do not control.
+fork=0
+[[ "$head_repo" == "$repo" ]] || fork=1
 
 shopt -s nullglob
 verdicts=("$artifacts"/*/verdict.json)
@@ -37,7 +53,10 @@ fi
 body=$(mktemp)
 trap 'rm -f "$body"' EXIT
 # Python for the JSON and the size cap; it reads the artifacts as data only.
-pr=$(MARKER=$marker RUN_HEAD=$run_head RUN_URL=${LTX2K_RUN_URL:-} BODY=$body \
+run_url=${LTX2K_RUN_URL:-}
+[[ -z "$run_url" || "$run_url" =~ ^https://[A-Za-z0-9./_-]+$ ]] ||
+    ci_die "LTX2K_RUN_URL: not a plain https URL: '$run_url'"
+pr=$(MARKER=$marker RUN_HEAD=$run_head RUN_URL=$run_url BODY=$body FORK=$fork \
     python3 - "${verdicts[@]}" <<'PY'
 import json, os, pathlib, re, sys
 
@@ -64,6 +83,9 @@ for path in map(pathlib.Path, sys.argv[1:]):
     text = report.read_text(errors="replace") if report.is_file() else "(no report.md)"
     # No @-mentions from untrusted text: they would notify whoever they name.
     text = re.sub(r"@(?=[A-Za-z0-9])", "@\u200b", text)
+    if env["FORK"] == "1":
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        text = f"{gpu} report (from a fork, shown as text):\n\n{fence}text\n{text}\n{fence}"
     sections.append(text)
 if len(prs) != 1:
     sys.exit(f"artifacts name several PRs: {sorted(prs)}")
@@ -102,6 +124,14 @@ pr_head=$(gh api "repos/$repo/pulls/$pr" --jq .head.sha)
 if [[ "$pr_head" != "$run_head" ]] &&
     ! gh api --paginate "repos/$repo/pulls/$pr/commits" --jq '.[].sha' | grep -qx "$run_head"; then
     ci_die "PR #$pr does not contain the benchmarked commit ${run_head:0:12}"
+fi
+pr_repo=$(gh api "repos/$repo/pulls/$pr" --jq .head.repo.full_name)
+[[ "$pr_repo" == "$head_repo" ]] ||
+    ci_die "PR #$pr comes from '$pr_repo', but the benchmarked run's head is from '$head_repo'"
+# A PR that edits the gate ran its own version of it (pull_request runs the PR's
+# workflow file): its verdicts are the PR's say-so, not the gate's.
+if gh api --paginate "repos/$repo/pulls/$pr/files" --jq '.[].filename' | grep -qxF "$gate"; then
+    ci_die "PR #$pr changes $gate, so its run is not the gate's: nothing posted"
 fi
 
 if [[ "${LTX2K_DRY_RUN:-0}" == 1 ]]; then

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 # shellcheck source=scripts/ci/lib.sh
 source scripts/ci/lib.sh
-ci_take_store_token
+ci_take_store_token "$@"
 
 store=$(ci_store_url)
 results=${LTX2K_RESULTS:-results}

@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 # shellcheck source=scripts/ci/lib.sh
 source scripts/ci/lib.sh
-ci_take_store_token
+ci_take_store_token "$@"
 
 store=$(ci_store_url)
 branch=${LTX2K_STORE_BRANCH:-asv-results}
