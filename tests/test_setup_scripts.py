@@ -145,7 +145,13 @@ esac
     [
         (True, False, None, "torch==2.13.0+cpu", None),
         (False, True, None, "torch==2.13.0+cpu", "https://download.pytorch.org/whl/cpu"),
-        (False, False, "https://mirror.example/cpu", "torch==2.13.0+cpu", "https://mirror.example/cpu"),
+        (
+            False,
+            False,
+            "https://mirror.example/cpu",
+            "torch==2.13.0+cpu",
+            "https://mirror.example/cpu",
+        ),
         (False, False, None, "torch==2.11.0", None),
     ],
     ids=["local-cpu-wheel", "cpu-index", "LTX2K_TORCH_INDEX", "pypi-cuda-build"],

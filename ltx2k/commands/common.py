@@ -32,6 +32,10 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The checkout this package was imported from (an editable install's source tree).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 def _git_toplevel(directory: Path) -> Path | None:
     try:
         out = subprocess.run(
@@ -53,7 +57,7 @@ def project_dirs(results: str | os.PathLike | None = None) -> list[Path]:
     if results is not None:
         places += Path(results).resolve().parents[:3]
     cwd = Path.cwd()
-    places += [cwd, _git_toplevel(cwd), Path(__file__).resolve().parents[2]]
+    places += [cwd, _git_toplevel(cwd), CHECKOUT]
     seen: list[Path] = []
     for p in places:
         if p is not None and p not in seen:
