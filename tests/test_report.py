@@ -948,3 +948,83 @@ def test_status_line_does_not_call_a_gpu_without_verdicts_clean():
     assert "No regressions on 1 GPU(s)" in mixed  # only the GPU that was judged
     assert "too little history to judge yet on h200 (2 commits)" in mixed
     assert "first commit on h100: nothing to compare yet" in mixed
+
+
+# --- Markdown tables ------------------------------------------------------------------------
+
+
+def _md_tables(text: str) -> list[list[list[str]]]:
+    """Every table in *text*: its lines' cells, split on unescaped pipes."""
+    tables, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            assert line.endswith("|"), line
+            current.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def _launch_report(machines: tuple[str, ...], *, with_rows: bool) -> Report:
+    step = StepInfo(
+        last_good="a" * 40, first_bad="b" * 40, range=("b" * 40,), ratio=1.2,
+        ci=(1.1, 1.3), p_value=1e-6, persists=True, runs_after=3, direction="regression",
+    )  # fmt: skip
+    rows = []
+    for launch in variants.LAUNCH_PATHS if with_rows else ():
+        shape = "B1_S1_H32_D128"
+        cell = Cell(1.2, "regression", 1.2e-5, 1e-5, 1e-6, "change-point", step=step)
+        rows.append(
+            Row(
+                benchmark="bench_kernels.SplitRope.time_host_launch",
+                kernel="SplitRope",
+                metric="time_host_launch",
+                variant=None,
+                shape=shape,
+                params=(("launch", launch), ("shape", shape)),
+                unit="seconds",
+                higher_is_better=False,
+                threshold=1.03,
+                cells={m: cell for m in machines},
+            )
+        )
+    return Report(
+        head="f" * 40,
+        baseline=Baseline(kind="last-n", ref="20", commits=()),
+        status="regression" if rows else "insufficient",
+        machines=machines,
+        rows=tuple(rows),
+    )
+
+
+@pytest.mark.parametrize(
+    "machines, with_rows",
+    [((), False), (("h200",), False), (("a100", "h200"), True)],
+    ids=["no-gpu", "no-rows", "launch-rows"],
+)
+def test_every_markdown_table_is_well_formed(machines, with_rows):
+    from ltx2k.report.markdown import render_markdown
+
+    tables = _md_tables(render_markdown(_launch_report(machines, with_rows=with_rows)))
+    assert tables
+    for t in tables:
+        header, sep, *body = t
+        assert len(sep) == len(header) and all(re.fullmatch(r"-{3,}:?", c) for c in sep), t
+        assert all(len(r) == len(header) for r in body), t
+        assert all(header), t  # no empty header cell
+
+
+def test_the_launch_path_is_a_column_wherever_a_launch_metric_appears():
+    from ltx2k.report.markdown import render_markdown
+
+    report = _launch_report(("h200",), with_rows=True)
+    for t in _md_tables(render_markdown(report)):
+        header, _, *body = t
+        col = header.index("launch path")
+        assert sorted(r[col] for r in body) == sorted(variants.LAUNCH_PATHS)
+        assert len({tuple(r) for r in body}) == len(body)  # no two rows look alike
+    assert [r["launch"] for r in report.to_json()["rows"]] == list(variants.LAUNCH_PATHS)
+    html = page._matrix_table(report.rows, report.machines, "matrix-all")
+    assert "<th>launch path</th>" in html
+    assert all(f"<td>{launch}</td>" in html for launch in variants.LAUNCH_PATHS)

@@ -167,8 +167,10 @@ def _matrix_table(
     head: str = "",
     commit_base: str | None = None,
 ) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("kernel", "metric", "variant", "shape"))
-    head += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
+    launch = any(row.launch for row in rows)  # a column only where a launch path is timed
+    labels = ("kernel", "metric", "variant", *(("launch path",) if launch else ()), "shape")
+    header = "".join(f"<th>{h}</th>" for h in labels)
+    header += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
     body = []
     for row in rows:
         kernel, metric = plots.report_row_kernel_metric(row)
@@ -189,10 +191,11 @@ def _matrix_table(
         body.append(
             f'<tr data-benchmark="{_e(row.benchmark)}"><td>{_e(kernel)}</td>'
             f"<td>{_e(metric)}</td><td>{_e(row.variant or '')}</td>"
-            f'<td class="mono">{_e(row.shape or "")}</td>{tds}</tr>'
+            + (f"<td>{_e(row.launch or '')}</td>" if launch else "")
+            + f'<td class="mono">{_e(row.shape or "")}</td>{tds}</tr>'
         )
     return (
-        f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f'<table id="{table_id}"><thead><tr>{header}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
 
