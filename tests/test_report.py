@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import re
 import struct
 from html.parser import HTMLParser
@@ -255,8 +256,65 @@ def test_a_single_commit_is_drawn_as_a_dot(loaded):
     first = min(r.date for r in records)
     fig = plots.history([r for r in records if r.date == first], "split_rope")
     drawn = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 1]
-    assert drawn and all(ln.get_marker() == "o" and ln.get_markersize() >= 6 for ln in drawn)
+    assert drawn and all(ln.get_markersize() >= 4 for ln in drawn)
     assert "one commit so far" in fig.get_suptitle()
+    # Dots at one spot stay apart: a marker of their own each, and each drawn on top
+    # of the bigger ones before it.
+    dots = [ln for ln in drawn if ln.get_linestyle() == "-"]
+    assert len({ln.get_marker() for ln in dots}) == len(dots) > 1
+    by_z = sorted(dots, key=lambda ln: ln.get_zorder())
+    sizes = [ln.get_markersize() for ln in by_z]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+
+
+def _no_overlap(boxes) -> bool:
+    return not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+@pytest.mark.parametrize("one_commit", [True, False], ids=["one-commit", "history"])
+@pytest.mark.parametrize("one_gpu", [True, False], ids=["one-gpu", "three-gpus"])
+def test_plots_fit_their_canvas_and_label_every_panel(loaded, report, one_commit, one_gpu):
+    """No title, legend or tick label runs past the PNG's edges (the rendered
+    artists' extents against the canvas), each panel labels its top y value, and the
+    line-end labels never print over each other."""
+    records, _ = loaded
+    if one_commit:
+        first = min(r.date for r in records)
+        records = [r for r in records if r.date == first]
+    if one_gpu:
+        records = [r for r in records if r.machine == records[0].machine]
+    figures = {
+        "history": plots.history(records, "split_rope", report=report),
+        "history_ada": plots.history(records, "ada_values9"),
+        "speedup": plots.speedup(records, "ada_values9"),
+        "bandwidth": plots.copy_bandwidth(records, "split_rope"),
+        "roofline": plots.roofline(records, "ada_values9"),
+        "cross_gpu": plots.cross_gpu(records, "split_rope", "blocked"),
+        "matrix": plots.regression_heatmap(report),
+    }
+    for name, fig in figures.items():
+        plots.fit_to_contents(fig)
+        assert max(plots.overflow(fig)) <= 0.01, (name, plots.overflow(fig))
+        if not name.startswith("history"):
+            continue
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            top = ax.get_ylim()[1]
+            locs = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= top * 1.0001]
+            assert locs and math.isclose(max(locs), top, rel_tol=1e-6), (name, ax.get_title())
+            labels = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+            assert _no_overlap(labels), (name, ax.get_title())
+
+
+def test_a_wide_title_would_be_cut_off_without_fitting(loaded):
+    """The check above can fail: one GPU at one commit used to cut its title."""
+    records, _ = loaded
+    first = min(r.date for r in records)
+    one = [r for r in records if r.date == first and r.machine == records[0].machine]
+    fig = plots.history(one, "split_rope")
+    assert max(plots.overflow(fig)) > 0.05
+    plots.fit_to_contents(fig)
+    assert max(plots.overflow(fig)) <= 0.01
 
 
 def test_roofline_draws_each_gpus_copy_ceiling(loaded, history):
