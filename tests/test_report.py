@@ -1086,3 +1086,65 @@ def test_the_launch_path_is_a_column_wherever_a_launch_metric_appears():
     html = page._matrix_table(report.rows, report.machines, "matrix-all")
     assert "<th>launch path</th>" in html
     assert all(f"<td>{launch}</td>" in html for launch in variants.LAUNCH_PATHS)
+
+
+def _cell_of(table, shape, key):
+    return next(c for s, cells in table.rows if s == shape for c in cells if c.column.key == key)
+
+
+def test_first_screen_compares_with_sglangs_original_and_explains_each_unit(loaded):
+    records, _ = loaded
+    view = firstscreen.build_views(_with_metric(records, "track_host_calibrated"), None, ["h200"])[
+        0
+    ]
+    for t in view.tables:
+        baseline = variants.BASELINE_VARIANT[t.kernel]
+        shape = t.rows[0][0]
+        _, peer = _head_value(records, "h200", t.kernel, "time_device_cold", baseline, shape)
+        _, mine = _head_value(records, "h200", t.kernel, "time_device_cold", t.variant, shape)
+        assert _cell_of(t, shape, "x-baseline").value == pytest.approx(peer / mine)
+        html_text = firstscreen._table_html(view, t, None)
+        explained = re.findall(r'<span class="explain">([^<]+)</span>', html_text)
+        assert len(explained) == len(t.columns)  # every column says what its number is
+        by_key = dict(zip((c.key for c in t.columns), explained, strict=True))
+        assert baseline in by_key["x-baseline"] and "÷" in by_key["x-baseline"]
+        assert "torch.add calls" in by_key["host-cal"]  # the unit "calls" explained
+        # The hover of a speedup names what it divides, and its source once.
+        title = _cell_of(t, shape, "x-eager").title
+        assert "cold-L2 device time" in title
+        assert len(re.findall(r"machine h200", title)) == 1
+
+
+def test_a_metric_not_taken_at_a_shape_is_not_measured_not_na(loaded):
+    records, _ = loaded
+    first, second = shapes.ROPE_SHAPES[0].label, shapes.ROPE_SHAPES[1].label
+    kernel_time = [
+        dataclasses.replace(r, benchmark=r.benchmark.rsplit(".", 1)[0] + ".time_kernel")
+        for r in records
+        if r.benchmark.endswith("SplitRope.time_device_cold")
+        and r.param_dict.get("shape") in (first, second)
+    ]
+    # At the second shape the metric was taken but failed at every commit: that is n/a.
+    kernel_time = [
+        dataclasses.replace(r, value=None) if r.param_dict["shape"] == second else r
+        for r in kernel_time
+    ]
+    view = firstscreen.build_views(list(records) + kernel_time, None, ["h200"])[0]
+    (t,) = [t for t in view.tables if t.kernel == "split_rope"]
+    html_text = firstscreen._table_html(view, t, None)
+    cells = dict(re.findall(r'<tr data-shape="([^"]+)">(.*?)</tr>', html_text))
+
+    def kernel_cell(shape):
+        return re.search(r'data-col="kernel".*?class="v"[^>]*>([^<]+)<', cells[shape]).group(1)
+
+    assert kernel_cell(first).endswith("µs")
+    assert kernel_cell(second) == "n/a"
+    third = shapes.ROPE_SHAPES[2].label
+    assert kernel_cell(third) == firstscreen.NOT_MEASURED
+
+
+def test_verdicts_are_told_in_plain_words():
+    assert plots.FLAG_WORDS[plots.FLAG_INSUFFICIENT] == "not enough history yet"
+    assert "not enough history yet" in page._status_badge("insufficient")
+    cell = Cell(None, plots.FLAG_INSUFFICIENT, 1e-5, None, None, "none")
+    assert 'title="not enough history yet:' in page._cell(cell, "h200", "seconds")

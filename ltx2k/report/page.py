@@ -143,7 +143,8 @@ def _cell(
     flag, ratio, p = cell.flag, cell.ratio, cell.p_value
     text = _e(f"{ratio:.3f}" if ratio is not None and math.isfinite(ratio) else "n/a")
     p_txt = f", p={p:.2g}" if p is not None and math.isfinite(p) else ""
-    tip = f"{flag}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
+    words = plots.FLAG_WORDS.get(flag, flag)
+    tip = f"{words}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
     if head:
         tip += f"; machine {machine}, head from its result file of commit {head[:8]}"
     attrs = ""
@@ -270,7 +271,8 @@ def _matrix_section(
 
 def _status_badge(status) -> str:
     s = str(status or "none")
-    label = "not judged" if s == "none" else s  # no report: nothing was compared
+    # no report: nothing was compared
+    label = "not judged" if s == "none" else plots.FLAG_WORDS.get(s, s)
     return f'<span class="status status-{_e(s)}">{_e(label)}</span>'
 
 

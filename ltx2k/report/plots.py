@@ -57,6 +57,13 @@ FLAG_REGRESSION = "regression"
 FLAG_IMPROVEMENT = "improvement"
 FLAG_OK = "ok"
 FLAG_INSUFFICIENT = "insufficient"
+# The verdicts as a reader is told them (the flags stay the JSON's and the CSS's names).
+FLAG_WORDS = {
+    FLAG_REGRESSION: "regression",
+    FLAG_IMPROVEMENT: "improvement",
+    FLAG_OK: "no change",
+    FLAG_INSUFFICIENT: "not enough history yet",
+}
 
 # Colours shared with the HTML table (page.py), so the heatmap and the table agree.
 FLAG_COLOURS = {
@@ -162,7 +169,8 @@ def variant_colours(kernel: str, variants: Iterable[str]) -> dict[str, str]:
 
 # Markers in the order of a kernel's variants: two variants whose points coincide
 # (one commit so far, or the same time at a shape) still show both shapes.
-VARIANT_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "<", ">")
+# Not "v": that is the regression-step marker.
+VARIANT_MARKERS = ("o", "s", "D", "^", "P", "X", "<", ">", "h")
 
 
 def variant_markers(kernel: str, variants: Iterable[str]) -> dict[str, str]:
