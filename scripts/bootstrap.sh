@@ -2,7 +2,8 @@
 # Set up ltx2k on this machine; idempotent, and the only install step anywhere.
 # - A runner whose python already has torch+triton (e.g. /opt/torch/.venv, offline):
 #   install ltx2k --no-deps into it, and asv & co from --wheelhouse (no index).
-# - Otherwise (fresh CPU machine): a .venv with the CPU torch wheel, then `.[dev]`.
+# - Otherwise (fresh CPU machine): a .venv with torch (a CPU build where one is
+#   found), triton and `.[dev]`, resolved by pip in one call.
 # Each stage says what it installs and how long it took (on stderr).
 # Prints the python to use on the last line of stdout.
 #
@@ -12,7 +13,8 @@
 #   LTX2K_VENV=dir       a per-job virtual environment on top of that python: its
 #                        packages (torch, triton) stay importable, but everything this
 #                        job installs lands in dir, never in that python
-#   LTX2K_TORCH_VERSION, LTX2K_TORCH_INDEX, LTX2K_TRITON_VERSION   the CPU .venv's torch
+#   LTX2K_TORCH_INDEX    a PyTorch CPU index (or mirror) for the .venv's torch
+#   LTX2K_TORCH_VERSION, LTX2K_TRITON_VERSION   the .venv's torch and triton
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheelhouse=""
@@ -32,6 +34,45 @@ stage() {
   say "$what: done in $((SECONDS - t)) s"
 }
 pipq() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
+
+# The triton of the GPU runners: the CPU tests run its interpreter, and ltx2k's
+# launch paths are tested against it (pyproject.toml's range).
+TRITON_VERSION=${LTX2K_TRITON_VERSION:-3.6.0}
+# A CPU build of torch has no triton pin, so any recent one goes with that triton.
+CPU_TORCH_VERSION=${LTX2K_TORCH_VERSION:-2.13.0}
+# PyPI's torch is the CUDA build, and each one pins its own triton: 2.11 is the one
+# that pins triton 3.6.0 (the runners' pair), so pip resolves both without a swap.
+CUDA_TORCH_VERSION=${LTX2K_TORCH_VERSION:-2.11.0}
+PYTORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+
+# torch_source: where the CPU .venv's torch comes from, in torch_req, torch_index
+# (pip arguments) and torch_what (words for the stage line). In order: the index
+# LTX2K_TORCH_INDEX names; a CPU wheel pip finds without an index (find-links,
+# e.g. a wheel cache); the PyTorch CPU index if it answers within a few seconds;
+# else PyPI's CUDA build, said so before its download starts.
+torch_source() {
+  torch_index=()
+  if [ -n "${LTX2K_TORCH_INDEX:-}" ]; then
+    torch_req="torch==$CPU_TORCH_VERSION+cpu"
+    torch_index=(--extra-index-url "$LTX2K_TORCH_INDEX")
+    torch_what="CPU build from $LTX2K_TORCH_INDEX"
+  elif "$PY" -m pip install -q --disable-pip-version-check --dry-run --no-index --no-deps \
+    "torch==$CPU_TORCH_VERSION+cpu" >/dev/null 2>&1; then
+    torch_req="torch==$CPU_TORCH_VERSION+cpu"
+    torch_what="CPU build, a local wheel"
+  elif "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+    "$PYTORCH_CPU_INDEX/torch/" >/dev/null 2>&1; then
+    torch_req="torch==$CPU_TORCH_VERSION+cpu"
+    torch_index=(--extra-index-url "$PYTORCH_CPU_INDEX")
+    torch_what="CPU build from $PYTORCH_CPU_INDEX, a few hundred MB"
+  else
+    torch_req="torch==$CUDA_TORCH_VERSION"
+    torch_what="CUDA build from PyPI, about 3 GB"
+    say "no CPU build of torch here: $PYTORCH_CPU_INDEX did not answer and LTX2K_TORCH_INDEX is" \
+      "not set, so pip downloads PyPI's CUDA build of torch, about 3 GB with its CUDA libraries" \
+      "(for the CPU build, set LTX2K_TORCH_INDEX to a PyTorch CPU index or a mirror of it)"
+  fi
+}
 start=$SECONDS
 
 if [ -n "${LTX2K_VENV:-}" ]; then
@@ -81,16 +122,17 @@ else
     stage "virtual environment .venv" python3 -m venv .venv
   fi
   PY=.venv/bin/python
-  # The CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
-  if ! "$PY" -c "import torch" 2>/dev/null; then
-    # Not quiet: the torch wheel is a few hundred MB, pip's lines show the download.
-    stage "torch ${LTX2K_TORCH_VERSION:-2.13.0} (CPU wheel, a few hundred MB)" \
-      "$PY" -m pip install --disable-pip-version-check \
-      ${LTX2K_TORCH_INDEX:+--index-url "$LTX2K_TORCH_INDEX"} "torch==${LTX2K_TORCH_VERSION:-2.13.0}"
+  if "$PY" -c "import torch, triton" 2>/dev/null; then
+    stage "ltx2k with the dev tools (asv, pytest, ruff, ...), torch/triton already installed" \
+      pipq -e ".[dev]"
+  else
+    # torch, triton and ltx2k's own requirements go to pip in ONE call: pinned in two
+    # calls, the second one's triton pin made pip replace the first one's torch.
+    torch_source
+    stage "torch ${torch_req#torch==}, triton $TRITON_VERSION and ltx2k with the dev tools ($torch_what)" \
+      "$PY" -m pip install --disable-pip-version-check --progress-bar on \
+      "${torch_index[@]}" "$torch_req" "triton==$TRITON_VERSION" -e ".[dev]"
   fi
-  # Triton pinned to the GPU runners' version: the CPU tests run its interpreter.
-  stage "ltx2k with the dev tools (asv, pytest, ruff, ...) and triton ${LTX2K_TRITON_VERSION:-3.6.0}" \
-    pipq -e ".[dev]" "triton==${LTX2K_TRITON_VERSION:-3.6.0}"
 fi
 "$PY" -c "import ltx2k, torch, triton, asv; print('bootstrap: ltx2k', ltx2k.__version__, 'torch', torch.__version__, 'triton', triton.__version__)" >&2
 exe=$("$PY" -c "import sys; print(sys.executable)")

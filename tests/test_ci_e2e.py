@@ -160,6 +160,7 @@ class Stack:
             "MPLCONFIGDIR": os.environ.get("MPLCONFIGDIR") or _mpl_config_dir(),
             "CUDA_VISIBLE_DEVICES": "",  # a CPU runner even on a GPU machine
             "LTX2K_SKIP_BOOTSTRAP": "1",  # never pip-install from a test
+            "LTX2K_PYTHON": sys.executable,  # the python with ltx2k and asv, not python3
             "LTX2K_STORE": str(self.store),
             "GITHUB_OUTPUT": str(self.github_output),
             "RUNNER_TEMP": str(root),

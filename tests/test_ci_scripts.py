@@ -547,6 +547,7 @@ class Sandbox:
             "FAKE_LOG": str(self.log),
             "GITHUB_OUTPUT": str(self.output),
             "LTX2K_SKIP_BOOTSTRAP": "1",
+            "LTX2K_PYTHON": sys.executable,  # the project's python, as a runner's .env names it
             "RUNNER_TEMP": str(root),
             "GIT_CONFIG_NOSYSTEM": "1",
             # what the PR comment workflow passes from its workflow_run event
@@ -1164,3 +1165,18 @@ def test_bisect_validates_its_inputs(sandbox, good, bad, bench, invert, message)
     )
     assert r.returncode != 0 and message in r.stderr
     assert sandbox.calls("asv") == []
+
+
+def test_cpu_dashboard_runs_its_python_on_the_set_up_interpreter(sandbox, tmp_path):
+    # A python3 first on PATH that is not the project's (no asv): the script's own
+    # snippet must run on the python the set-up chose, here LTX2K_PYTHON.
+    shutil.copy(REPO / "asv.conf.json", sandbox.root / "asv.conf.json")
+    wrong = tmp_path / "wrong-python"
+    wrong.mkdir()
+    (wrong / "python3").write_text("#!/bin/sh\necho 'not the project python' >&2\nexit 1\n")
+    (wrong / "python3").chmod(0o755)
+    env = {"PATH": f"{wrong}{os.pathsep}{sandbox.env['PATH']}", "LTX2K_PYTHON": sys.executable}
+    proc = sandbox.run("cpu_dashboard.sh", **env)
+    assert proc.returncode == 0, proc.stderr
+    (publish,) = [c for c in sandbox.calls("ltx2k") if c["args"][0] == "publish"]
+    assert publish["config"]["branches"] == ["HEAD"]

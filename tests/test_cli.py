@@ -273,3 +273,89 @@ def test_main_job_summary_counts_deliberate_skips_apart_from_problems(
     assert f"<details><summary>{bad} problem(s)" in md if bad else "problem(s) reading" not in md
     for p in problems:  # every one is still listed in the full report
         assert p.message in md
+
+
+# --- the project from any directory -----------------------------------------------------
+
+
+def _project(root: Path) -> Path:
+    (root / "results").mkdir(parents=True)
+    (root / "asv.conf.json").write_text('{"version": 1, "results_dir": "results"}')
+    return root / "asv.conf.json"
+
+
+def test_config_is_found_next_to_the_results_from_another_directory(tmp_path, monkeypatch):
+    from ltx2k.commands import common
+
+    conf = _project(tmp_path / "proj")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert common.find_config(None, tmp_path / "proj" / "results") == str(conf)
+
+
+def test_config_is_found_at_the_git_top_level_of_the_current_directory(tmp_path, monkeypatch):
+    from ltx2k.commands import common
+
+    conf = _project(tmp_path / "proj")
+    subprocess.run(["git", "init", "-q", str(tmp_path / "proj")], check=True)
+    (tmp_path / "proj" / "deep" / "er").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "proj" / "deep" / "er")
+    assert Path(common.find_config(None)).resolve() == conf.resolve()
+
+
+def test_no_config_anywhere_names_the_places_looked_in(tmp_path, monkeypatch, capsys):
+    from ltx2k.commands import common
+
+    monkeypatch.setattr(common, "CHECKOUT", tmp_path / "not-a-checkout")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["publish"]) == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert str(tmp_path) in line and "--config" in line and "asv.conf.json" in line
+    # A --config that is not there names the directory it was looked for in.
+    assert cli.main(["publish", "--config", "nope.json"]) == cli.EXIT_ERROR
+    line = _one_error_line(capsys)
+    assert "--config 'nope.json'" in line and str(tmp_path) in line
+
+
+def test_a_missing_relative_results_dir_names_where_it_was_looked(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = [["regress", "--results", "results", "--head", "x", "--last", "3"]]
+    argv.append(["publish", "--config", CONFIG, "--results", "results"])
+    for a in argv:
+        assert cli.main(a) == cli.EXIT_ERROR
+        line = _one_error_line(capsys)
+        assert "--results 'results'" in line and str(tmp_path) in line, line
+
+
+def test_publish_names_each_file_it_could_not_read(tmp_path, capsys):
+    machine = tmp_path / "results" / "gpu"
+    machine.mkdir(parents=True)
+    (machine / "machine.json").write_text('{"machine": "gpu", "version": 1}')
+    victim = machine / "0123abcd-env.json"
+    victim.write_text('{"commit_hash": "0123abcd", "results": {')
+    argv = ["publish", "--config", CONFIG, "--results", str(tmp_path / "results")]
+    assert cli.main([*argv, "--html", str(tmp_path / "html")]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert f"ltx2k publish: truncated: Result file {victim}" in err
+    assert "Traceback" not in err
+
+
+def _typed_options(parser: argparse.ArgumentParser, path: tuple[str, ...]):
+    """(argv prefix, option) of every option that parses a number, in every subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _typed_options(sub, (*path, name))
+        elif action.option_strings and action.type is not None and action.nargs is None:
+            yield path, action.option_strings[-1]
+
+
+def test_usage_errors_exit_1_in_every_subcommand(capsys):
+    options = list(_typed_options(cli.build_parser(), ()))
+    assert len(options) > 10 and (("quick",), "--seconds") in options
+    for path, option in options:
+        with pytest.raises(SystemExit) as e:
+            cli.main([*path, option, "not-a-number"])
+        assert e.value.code == cli.EXIT_ERROR, (path, option)
+        assert "Traceback" not in capsys.readouterr().err

@@ -414,3 +414,29 @@ def test_hostile_names_run_no_script_in_asvs_pages(hostile_site, browser):
     pg.wait_for_load_state("networkidle")
     pg.close()
     assert dialogs == []
+
+
+def test_plots_are_shown_whole_and_every_column_explains_its_unit(site, base_url, page_):
+    page_.goto(f"{base_url}/{page.SUMMARY_HTML}")
+    page_.wait_for_load_state("load")
+    # Each figure is shown whole: its aspect ratio kept (nothing cropped), inside the page.
+    images = page_.evaluate(
+        "Array.from(document.images).map(i => { const r = i.getBoundingClientRect();"
+        " return [i.getAttribute('src'), i.naturalWidth, i.naturalHeight, r.width, r.height,"
+        " r.left, r.right, document.documentElement.clientWidth]; })"
+    )
+    assert images
+    for src, nw, nh, w, h, left, right, page_width in images:
+        if w == 0:  # on a GPU tab not shown
+            continue
+        assert abs(nw / nh - w / h) < 0.02, (src, nw, nh, w, h)
+        assert left >= 0 and right <= page_width + 1, (src, left, right, page_width)
+    # Every first-screen column says what its number is, visibly, in its header.
+    headers = page_.locator("table.fs-table th[data-col]").evaluate_all(
+        "ths => ths.filter(th => th.offsetParent !== null).map(th => [th.dataset.col,"
+        " (th.querySelector('.explain') || {}).innerText || ''])"
+    )
+    assert headers and all(text.strip() for _, text in headers), headers
+    explained = dict(headers)
+    assert "÷" in explained["x-baseline"] and "÷" in explained["x-eager"]
+    assert not page_.errors, page_.errors

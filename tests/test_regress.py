@@ -672,7 +672,23 @@ def test_check_head_refuses_only_a_short_ref_nothing_matches(hist, loaded):
     regress.check_head(records, hist.commits[3][:8], "/r")  # a prefix of a measured commit
     regress.check_head(records, f" {hist.commits[3][:8].upper()} ", "/r")
     regress.check_head(records, "0" * 40, "/r")  # full sha, not measured yet: exit 3 later
-    regress.check_head(records, "deadbeef", "/r", repo=hist.repo)  # git may know it
+    # With a repository git decides: a branch it knows passes, a commit it does not
+    # know is an error, not "not enough data".
+    regress.check_head(records, "main", "/r", repo=hist.repo)
+    with pytest.raises(ValueError, match=r"^--head 'deadbeef' is not a commit or branch in --repo"):
+        regress.check_head(records, "deadbeef", "/r", repo=hist.repo)
+    with pytest.raises(ValueError, match=r"is not a commit or branch in --repo"):
+        regress.check_head(records, "0" * 40, "/r", repo=hist.repo)
+
+
+def test_a_machine_the_results_lack_is_named_with_those_they_hold(loaded, hist):
+    records, problems = loaded
+    report = regress.compare(
+        records, hist.commits[-1], last=5, problems=problems, machines=["h200-typo"]
+    )
+    assert report.exit_code == regress.EXIT_INSUFFICIENT
+    (note,) = [n for n in report.notes if n.startswith("h200-typo:")]
+    assert all(m in note for m in (A100, H100, H200)), note
     regress.check_head([], "deadbeef", "/r")  # nothing measured: nothing to compare against
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import re
 import struct
 from html.parser import HTMLParser
@@ -255,8 +256,65 @@ def test_a_single_commit_is_drawn_as_a_dot(loaded):
     first = min(r.date for r in records)
     fig = plots.history([r for r in records if r.date == first], "split_rope")
     drawn = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 1]
-    assert drawn and all(ln.get_marker() == "o" and ln.get_markersize() >= 6 for ln in drawn)
+    assert drawn and all(ln.get_markersize() >= 4 for ln in drawn)
     assert "one commit so far" in fig.get_suptitle()
+    # Dots at one spot stay apart: a marker of their own each, and each drawn on top
+    # of the bigger ones before it.
+    dots = [ln for ln in drawn if ln.get_linestyle() == "-"]
+    assert len({ln.get_marker() for ln in dots}) == len(dots) > 1
+    by_z = sorted(dots, key=lambda ln: ln.get_zorder())
+    sizes = [ln.get_markersize() for ln in by_z]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+
+
+def _no_overlap(boxes) -> bool:
+    return not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+@pytest.mark.parametrize("one_commit", [True, False], ids=["one-commit", "history"])
+@pytest.mark.parametrize("one_gpu", [True, False], ids=["one-gpu", "three-gpus"])
+def test_plots_fit_their_canvas_and_label_every_panel(loaded, report, one_commit, one_gpu):
+    """No title, legend or tick label runs past the PNG's edges (the rendered
+    artists' extents against the canvas), each panel labels its top y value, and the
+    line-end labels never print over each other."""
+    records, _ = loaded
+    if one_commit:
+        first = min(r.date for r in records)
+        records = [r for r in records if r.date == first]
+    if one_gpu:
+        records = [r for r in records if r.machine == records[0].machine]
+    figures = {
+        "history": plots.history(records, "split_rope", report=report),
+        "history_ada": plots.history(records, "ada_values9"),
+        "speedup": plots.speedup(records, "ada_values9"),
+        "bandwidth": plots.copy_bandwidth(records, "split_rope"),
+        "roofline": plots.roofline(records, "ada_values9"),
+        "cross_gpu": plots.cross_gpu(records, "split_rope", "blocked"),
+        "matrix": plots.regression_heatmap(report),
+    }
+    for name, fig in figures.items():
+        plots.fit_to_contents(fig)
+        assert max(plots.overflow(fig)) <= 0.01, (name, plots.overflow(fig))
+        if not name.startswith("history"):
+            continue
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            top = ax.get_ylim()[1]
+            locs = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= top * 1.0001]
+            assert locs and math.isclose(max(locs), top, rel_tol=1e-6), (name, ax.get_title())
+            labels = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+            assert _no_overlap(labels), (name, ax.get_title())
+
+
+def test_a_wide_title_would_be_cut_off_without_fitting(loaded):
+    """The check above can fail: one GPU at one commit used to cut its title."""
+    records, _ = loaded
+    first = min(r.date for r in records)
+    one = [r for r in records if r.date == first and r.machine == records[0].machine]
+    fig = plots.history(one, "split_rope")
+    assert max(plots.overflow(fig)) > 0.05
+    plots.fit_to_contents(fig)
+    assert max(plots.overflow(fig)) <= 0.01
 
 
 def test_roofline_draws_each_gpus_copy_ceiling(loaded, history):
@@ -954,3 +1012,145 @@ def test_status_line_does_not_call_a_gpu_without_verdicts_clean():
     assert "No regressions on 1 GPU(s)" in mixed  # only the GPU that was judged
     assert "too little history to judge yet on h200 (2 commits)" in mixed
     assert "first commit on h100: nothing to compare yet" in mixed
+
+
+# --- Markdown tables ------------------------------------------------------------------------
+
+
+def _md_tables(text: str) -> list[list[list[str]]]:
+    """Every table in *text*: its lines' cells, split on unescaped pipes."""
+    tables, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            assert line.endswith("|"), line
+            current.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def _launch_report(machines: tuple[str, ...], *, with_rows: bool) -> Report:
+    step = StepInfo(
+        last_good="a" * 40, first_bad="b" * 40, range=("b" * 40,), ratio=1.2,
+        ci=(1.1, 1.3), p_value=1e-6, persists=True, runs_after=3, direction="regression",
+    )  # fmt: skip
+    rows = []
+    for launch in variants.LAUNCH_PATHS if with_rows else ():
+        shape = "B1_S1_H32_D128"
+        cell = Cell(1.2, "regression", 1.2e-5, 1e-5, 1e-6, "change-point", step=step)
+        rows.append(
+            Row(
+                benchmark="bench_kernels.SplitRope.time_host_launch",
+                kernel="SplitRope",
+                metric="time_host_launch",
+                variant=None,
+                shape=shape,
+                params=(("launch", launch), ("shape", shape)),
+                unit="seconds",
+                higher_is_better=False,
+                threshold=1.03,
+                cells={m: cell for m in machines},
+            )
+        )
+    return Report(
+        head="f" * 40,
+        baseline=Baseline(kind="last-n", ref="20", commits=()),
+        status="regression" if rows else "insufficient",
+        machines=machines,
+        rows=tuple(rows),
+    )
+
+
+@pytest.mark.parametrize(
+    "machines, with_rows",
+    [((), False), (("h200",), False), (("a100", "h200"), True)],
+    ids=["no-gpu", "no-rows", "launch-rows"],
+)
+def test_every_markdown_table_is_well_formed(machines, with_rows):
+    from ltx2k.report.markdown import render_markdown
+
+    tables = _md_tables(render_markdown(_launch_report(machines, with_rows=with_rows)))
+    assert tables
+    for t in tables:
+        header, sep, *body = t
+        assert len(sep) == len(header) and all(re.fullmatch(r"-{3,}:?", c) for c in sep), t
+        assert all(len(r) == len(header) for r in body), t
+        assert all(header), t  # no empty header cell
+
+
+def test_the_launch_path_is_a_column_wherever_a_launch_metric_appears():
+    from ltx2k.report.markdown import render_markdown
+
+    report = _launch_report(("h200",), with_rows=True)
+    for t in _md_tables(render_markdown(report)):
+        header, _, *body = t
+        col = header.index("launch path")
+        assert sorted(r[col] for r in body) == sorted(variants.LAUNCH_PATHS)
+        assert len({tuple(r) for r in body}) == len(body)  # no two rows look alike
+    assert [r["launch"] for r in report.to_json()["rows"]] == list(variants.LAUNCH_PATHS)
+    html = page._matrix_table(report.rows, report.machines, "matrix-all")
+    assert "<th>launch path</th>" in html
+    assert all(f"<td>{launch}</td>" in html for launch in variants.LAUNCH_PATHS)
+
+
+def _cell_of(table, shape, key):
+    return next(c for s, cells in table.rows if s == shape for c in cells if c.column.key == key)
+
+
+def test_first_screen_compares_with_sglangs_original_and_explains_each_unit(loaded):
+    records, _ = loaded
+    view = firstscreen.build_views(_with_metric(records, "track_host_calibrated"), None, ["h200"])[
+        0
+    ]
+    for t in view.tables:
+        baseline = variants.BASELINE_VARIANT[t.kernel]
+        shape = t.rows[0][0]
+        _, peer = _head_value(records, "h200", t.kernel, "time_device_cold", baseline, shape)
+        _, mine = _head_value(records, "h200", t.kernel, "time_device_cold", t.variant, shape)
+        assert _cell_of(t, shape, "x-baseline").value == pytest.approx(peer / mine)
+        html_text = firstscreen._table_html(view, t, None)
+        explained = re.findall(r'<span class="explain">([^<]+)</span>', html_text)
+        assert len(explained) == len(t.columns)  # every column says what its number is
+        by_key = dict(zip((c.key for c in t.columns), explained, strict=True))
+        assert baseline in by_key["x-baseline"] and "÷" in by_key["x-baseline"]
+        assert "torch.add calls" in by_key["host-cal"]  # the unit "calls" explained
+        # The hover of a speedup names what it divides, and its source once.
+        title = _cell_of(t, shape, "x-eager").title
+        assert "cold-L2 device time" in title
+        assert len(re.findall(r"machine h200", title)) == 1
+
+
+def test_a_metric_not_taken_at_a_shape_is_not_measured_not_na(loaded):
+    records, _ = loaded
+    first, second = shapes.ROPE_SHAPES[0].label, shapes.ROPE_SHAPES[1].label
+    kernel_time = [
+        dataclasses.replace(r, benchmark=r.benchmark.rsplit(".", 1)[0] + ".time_kernel")
+        for r in records
+        if r.benchmark.endswith("SplitRope.time_device_cold")
+        and r.param_dict.get("shape") in (first, second)
+    ]
+    # At the second shape the metric was taken but failed at every commit: that is n/a.
+    kernel_time = [
+        dataclasses.replace(r, value=None) if r.param_dict["shape"] == second else r
+        for r in kernel_time
+    ]
+    view = firstscreen.build_views(list(records) + kernel_time, None, ["h200"])[0]
+    (t,) = [t for t in view.tables if t.kernel == "split_rope"]
+    html_text = firstscreen._table_html(view, t, None)
+    cells = dict(re.findall(r'<tr data-shape="([^"]+)">(.*?)</tr>', html_text))
+
+    def kernel_cell(shape):
+        return re.search(r'data-col="kernel".*?class="v"[^>]*>([^<]+)<', cells[shape]).group(1)
+
+    assert kernel_cell(first).endswith("µs")
+    assert kernel_cell(second) == "n/a"
+    third = shapes.ROPE_SHAPES[2].label
+    assert kernel_cell(third) == firstscreen.NOT_MEASURED
+
+
+def test_verdicts_are_told_in_plain_words():
+    assert plots.FLAG_WORDS[plots.FLAG_INSUFFICIENT] == "not enough history yet"
+    assert "not enough history yet" in page._status_badge("insufficient")
+    cell = Cell(None, plots.FLAG_INSUFFICIENT, 1e-5, None, None, "none")
+    assert 'title="not enough history yet:' in page._cell(cell, "h200", "seconds")

@@ -122,3 +122,81 @@ def test_per_job_venv_installs_nothing_into_the_base_python(tmp_path):
         check=True,
     )
     assert shim.stdout.strip() == str(venv / "bin" / "python")
+
+
+# A stand-in for the .venv's python: it answers bootstrap.sh's questions as a machine
+# with (or without) a local CPU wheel and a reachable CPU index would, and logs each
+# `pip install` it is asked for instead of downloading anything.
+_FAKE_PYTHON = r"""#!/usr/bin/env bash
+case "$*" in
+  "-c import torch, triton" | "-c import torch") exit 1 ;;
+  "-c import sys; print(sys.executable)") echo "$0" ;;
+  "-c import ltx2k, torch, triton, asv;"*) echo "bootstrap: ltx2k 0 torch 0 triton 0" ;;
+  -c*urllib*) exit "$FAKE_CPU_INDEX_DOWN" ;;
+  "-m pip install"*--dry-run*) exit "$FAKE_NO_LOCAL_WHEEL" ;;
+  "-m pip install"*) printf '%s\n' "$*" >>"$FAKE_PIP_LOG" ;;
+  *) echo "fake python: unexpected: $*" >&2; exit 99 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    "local_wheel, cpu_index_up, index_env, torch_req, index_arg",
+    [
+        (True, False, None, "torch==2.13.0+cpu", None),
+        (False, True, None, "torch==2.13.0+cpu", "https://download.pytorch.org/whl/cpu"),
+        (
+            False,
+            False,
+            "https://mirror.example/cpu",
+            "torch==2.13.0+cpu",
+            "https://mirror.example/cpu",
+        ),
+        (False, False, None, "torch==2.11.0", None),
+    ],
+    ids=["local-cpu-wheel", "cpu-index", "LTX2K_TORCH_INDEX", "pypi-cuda-build"],
+)
+def test_bootstrap_resolves_torch_and_triton_in_one_pip_call(
+    tmp_path, local_wheel, cpu_index_up, index_env, torch_req, index_arg
+):
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    fake = tmp_path / ".venv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(_FAKE_PYTHON)
+    fake.chmod(0o755)
+    log = tmp_path / "pip.log"
+    env = {
+        **_env(),
+        "LTX2K_PYTHON": str(fake),  # "no torch here": the .venv branch runs
+        "FAKE_PIP_LOG": str(log),
+        "FAKE_NO_LOCAL_WHEEL": "0" if local_wheel else "1",
+        "FAKE_CPU_INDEX_DOWN": "0" if cpu_index_up else "1",
+    }
+    env.pop("LTX2K_TORCH_INDEX", None)
+    if index_env:
+        env["LTX2K_TORCH_INDEX"] = index_env
+    proc = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    installs = log.read_text().splitlines()
+    assert len(installs) == 1, installs  # one resolve: nothing pip could replace later
+    args = installs[0].split()
+    assert torch_req in args and "triton==3.6.0" in args and ".[dev]" in args
+    assert "--progress-bar" in args  # the long stage shows pip's progress
+    if index_arg:
+        assert args[args.index("--extra-index-url") + 1] == index_arg
+    else:
+        assert "--extra-index-url" not in args
+    warning = "about 3 GB"
+    if torch_req.endswith("+cpu"):
+        assert warning not in proc.stderr
+    else:  # said before the download starts, with what to set instead
+        assert proc.stderr.index(warning) < proc.stderr.index("CUDA build from PyPI")
+        assert "LTX2K_TORCH_INDEX" in proc.stderr

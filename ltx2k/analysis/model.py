@@ -134,12 +134,18 @@ class Row:
     threshold: float
     cells: dict[str, Cell]
 
+    @property
+    def launch(self) -> str | None:
+        """The host launch path of a launch-path metric (``time_host_launch``), else None."""
+        return dict(self.params).get("launch")
+
     def to_json(self) -> dict:
         return {
             "benchmark": self.benchmark,
             "kernel": self.kernel,
             "metric": self.metric,
             "variant": self.variant,
+            "launch": self.launch,
             "shape": self.shape,
             "params": [list(p) for p in self.params],
             "unit": self.unit,

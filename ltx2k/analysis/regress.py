@@ -119,6 +119,19 @@ def check_head(records: Sequence[Record], head: str, results_dir, repo=None) -> 
             f"--head {head!r}: no result in --results {os.fspath(results_dir)!r} is of that "
             "commit; pass the full sha, or --repo PATH for a branch name"
         )
+    # With a repository, git knows every commit: one it does not know is a typo or a
+    # commit of another repository, never "not measured yet".
+    if (
+        repo is not None
+        and not known
+        and head.strip()
+        and git_commits.git(repo, "rev-parse", "--verify", "--quiet", f"{head.strip()}^{{commit}}")
+        is None
+    ):
+        raise ValueError(
+            f"--head {head!r} is not a commit or branch in --repo {os.fspath(repo)!r}, and "
+            f"no result in --results {os.fspath(results_dir)!r} is of it"
+        )
 
 
 def triage(
@@ -227,7 +240,7 @@ def compare(
         )
         base = Baseline("last-n", str(last), tuple(reversed(union)), by_machine)
         rows = _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent)
-    notes = _notes(index, head_label, head_sha, base, columns, rows)
+    notes = _notes(index, head_label, head_sha, base, columns, rows, set(all_machines))
     if baseline is None and repo is None and head_sha in dates:
         tied = sum(1 for c, d in dates.items() if d == dates[head_sha] and c != head_sha)
         if tied:
@@ -509,9 +522,15 @@ def _status(rows, columns, *, explicit: bool) -> str:
     return "ok"
 
 
-def _notes(index, head_label, head_sha, base: Baseline, columns, rows) -> list[str]:
+def _notes(index, head_label, head_sha, base: Baseline, columns, rows, known=None) -> list[str]:
+    """One line per machine that has nothing to compare, saying why; *known* (the
+    machines the results hold) is listed for a machine asked for that they lack."""
     notes = []
     for m in columns:
+        if known is not None and m not in known:
+            have = ", ".join(sorted(known)) or "none"
+            notes.append(f"{m}: no results of this machine at all; the results hold: {have}.")
+            continue
         has_head = head_sha is not None and (m, head_sha) in index
         base_commits = [c for c in base.by_machine.get(m, ()) if (m, c) in index]
         if not has_head:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 # Exit statuses shared by every command (regress and confirm document their own 2 and 3).
 EXIT_OK = 0
@@ -20,18 +23,101 @@ ASV_CONFIG = "asv.conf.json"
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
-    """``--config``: the asv config every asv-driving command reads."""
-    parser.add_argument("--config", default=ASV_CONFIG, help=f"asv config (default {ASV_CONFIG})")
+    """``--config``: the asv config every asv-driving command reads (:func:`find_config`)."""
+    parser.add_argument(
+        "--config",
+        default=None,
+        help=f"asv config (default: the project's {ASV_CONFIG}, found next to --results, "
+        "in the current directory or its git top level, or in the checkout ltx2k runs from)",
+    )
+
+
+# The checkout this package was imported from (an editable install's source tree).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _git_toplevel(directory: Path) -> Path | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except OSError:  # no git: the other places still count
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+
+
+def project_dirs(results: str | os.PathLike | None = None) -> list[Path]:
+    """Where a command looks for the project, in order: the folders above *results*
+    (asv keeps results next to its config), the current directory and its git top
+    level, and the checkout this ``ltx2k`` package was imported from."""
+    places: list[Path] = []
+    if results is not None:
+        places += Path(results).resolve().parents[:3]
+    cwd = Path.cwd()
+    places += [cwd, _git_toplevel(cwd), CHECKOUT]
+    seen: list[Path] = []
+    for p in places:
+        if p is not None and p not in seen:
+            seen.append(p)
+    return seen
+
+
+def find_config(config: str | os.PathLike | None, results=None) -> str:
+    """The asv config a command reads: *config* (``--config``) as given, else the first
+    :func:`project_dirs` folder holding asv.conf.json. ValueError naming the places
+    looked in and what to pass when there is none."""
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise ValueError(
+                f"--config {os.fspath(config)!r}: no such file (looked in {Path.cwd()}); "
+                f"pass the path of the project's {ASV_CONFIG}"
+            )
+        return os.fspath(config)
+    places = project_dirs(results)
+    for d in places:
+        if (d / ASV_CONFIG).is_file():
+            return str(d / ASV_CONFIG)
+    raise ValueError(
+        f"found no {ASV_CONFIG} in {', '.join(map(str, places))}; run from the ltx2k "
+        f"checkout, or pass --config PATH/{ASV_CONFIG}"
+    )
+
+
+def check_results_dir(results: str | os.PathLike, flag: str = "--results") -> None:
+    """ValueError when *results* is not a directory, naming where it was looked for and
+    where the project's results are, if a project is found."""
+    path = Path(results)
+    if path.is_dir():
+        return
+    where = f" in {Path.cwd()}" if not path.is_absolute() else ""
+    hint = next(
+        (str(d / "results") for d in project_dirs() if (d / "results").is_dir()),
+        None,
+    )
+    raise ValueError(
+        f"{flag} {os.fspath(results)!r}: no such directory{where}; pass the asv results "
+        "directory" + (f", e.g. {flag} {hint}" if hint else "")
+    )
 
 
 def usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """regress reserves exit 2 for "regression found"; argparse would use 2 for usage errors."""
+    """Usage errors exit 1, as every other error does: regress and confirm give 2 a
+    meaning of their own, where argparse would use 2 for usage errors. Applies to the
+    parser's subcommands, and theirs, too."""
 
     def error(message: str):
         parser.print_usage(sys.stderr)
         parser.exit(EXIT_ERROR, f"{parser.prog}: error: {message}\n")
 
     parser.error = error
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                usage_error_exits_1(sub)
     return parser
 
 

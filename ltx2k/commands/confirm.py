@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import add_config_option, at_least, usage_error_exits_1
+from ltx2k.commands.common import add_config_option, at_least, find_config, usage_error_exits_1
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         bad=args.bad,
         params=args.param or (),
         machine_name=args.machine,
-        config=args.config,
+        config=find_config(args.config),
         work=args.work,
         rounds=args.rounds,
         thresholds=args.thresholds,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltx2k.commands.common import EXIT_OK, add_config_option
+from ltx2k.commands.common import EXIT_OK, add_config_option, find_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k import pipeline
 
     out = pipeline.run_all(
-        config=args.config,
+        config=find_config(args.config, args.results),
         commits=args.commits,
         store=args.store,
         html=args.html,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import EXIT_OK, add_config_option, at_least, fail
+from ltx2k.commands.common import (
+    EXIT_OK,
+    add_config_option,
+    at_least,
+    check_results_dir,
+    fail,
+    find_config,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -33,15 +40,38 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.report import publish
 
-    res = publish.publish_dashboard(
-        args.config,
-        args.results,
-        args.html,
-        regress_json=args.regress_json,
-        repo=args.repo,
-        last=args.last,
-    )
+    if args.results is not None:
+        check_results_dir(args.results)
+    config = find_config(args.config, args.results)
+    try:
+        res = publish.publish_dashboard(
+            config,
+            args.results,
+            args.html,
+            regress_json=args.regress_json,
+            repo=args.repo,
+            last=args.last,
+        )
+    except ValueError:
+        _name_problems(config, args.results)
+        raise
     if res.error:
         return fail(res.error)
     print(f"wrote {res.html_dir / 'index.html'} and {res.summary}", file=sys.stderr)
     return EXIT_OK
+
+
+def _name_problems(config, results) -> None:
+    """The files publish could not read, one line each as regress prints them: a
+    refused publish (no readable result) would otherwise only count them."""
+    from ltx2k.analysis.regress import problem_notices
+    from ltx2k.history.records import load_results
+    from ltx2k.report import publish
+
+    try:
+        results_dir, _, _ = publish.conf_dirs(config, results)
+    except ValueError:
+        return  # the config itself is the error, and says so
+    if results_dir.is_dir():
+        for line in problem_notices(load_results(results_dir)[1]):
+            print(f"ltx2k publish: {line}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import fail, usage_error_exits_1
+from ltx2k.commands.common import check_results_dir, fail, usage_error_exits_1
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import regress
     from ltx2k.report.markdown import render_markdown
 
+    check_results_dir(args.results)
     report = regress.triage(
         args.results,
         args.head,

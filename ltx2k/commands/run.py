@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltx2k.commands.common import add_config_option
+from ltx2k.commands.common import add_config_option, find_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -28,4 +28,4 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k import asv_run
 
-    return asv_run.run(args.asv_args, config=args.config, dry_run=args.dry_run)
+    return asv_run.run(args.asv_args, config=find_config(args.config), dry_run=args.dry_run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltx2k.commands.common import add_config_option
+from ltx2k.commands.common import add_config_option, find_config
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         args.asv_args,
         gpus=args.gpus,
         results=args.results,
-        config=args.config,
+        config=find_config(args.config, args.results),
         policy=policy_from_options(args.policy, args.exclusive, args.no_exclusive),
         dry_run=args.dry_run,
     )

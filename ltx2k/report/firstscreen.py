@@ -30,6 +30,7 @@ from ltx2k import asv_compat, cases, variants
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.report import links, plots
+from ltx2k.variants import BASELINE_VARIANT
 
 # How many of a GPU's commits a sparkline spans (the regress window's length).
 SPARK_COMMITS = 20
@@ -50,25 +51,55 @@ class Column:
     unit: str  # display unit: "µs", "%", "×"
     peer: str | None = None
     optional: bool = False
+    # What the number is, in its unit, shown under the title; "{peer}" is the peer variant.
+    explain: str = ""
 
     @property
     def derived(self) -> bool:
         return self.peer is not None
 
+    def peer_variant(self, kernel: str) -> str | None:
+        """The variant this column divides by: BASELINE_PEER is the kernel's own baseline."""
+        if self.peer == BASELINE_PEER:
+            return BASELINE_VARIANT.get(kernel)
+        return self.peer
+
+    def explanation(self, kernel: str) -> str:
+        return self.explain.format(peer=self.peer_variant(kernel) or "")
+
+
+# Column.peer for "the kernel's baseline variant" (variants.BASELINE_VARIANT: sglang's
+# original kernel), which differs per kernel.
+BASELINE_PEER = "baseline"
+# What a cell says when its metric is not taken at that shape (not a failure).
+NOT_MEASURED = "not measured here"
+_SPEEDUP = "{peer}'s cold-L2 device time ÷ this variant's (higher: this one is faster)"
+
 
 # The first screen's columns, in order. A metric the results do not have
 # leaves its column empty (n/a), unless the column is optional.
 COLUMNS: tuple[Column, ...] = (
-    Column("cold", "device time, cold L2", "time_device_cold", "µs"),
-    Column("kernel", "kernel duration", "time_kernel", "µs", optional=True),
-    Column("bw", "% of copy bandwidth", "track_pct_copy_bandwidth", "%"),
-    Column("x-eager", "speedup over eager", "time_device_cold", "×", peer="eager"),
-    Column("x-compiled", "speedup over torch.compile", "time_device_cold", "×", peer="compiled"),
-    Column("host", "host latency", "time_host_latency", "µs"),
+    Column("cold", "device time, cold L2", "time_device_cold", "µs",
+           explain="µs per launch on the GPU, inputs rotated past L2 (CUDA graph, events)"),
+    Column("kernel", "kernel duration", "time_kernel", "µs", optional=True,
+           explain="µs of the kernels alone per call (CUPTI), no gaps between them"),
+    Column("bw", "% of copy bandwidth", "track_pct_copy_bandwidth", "%",
+           explain="bytes moved ÷ cold time, as % of this GPU's measured copy bandwidth"),
+    Column("x-baseline", "speedup over sglang's original", "time_device_cold", "×",
+           peer=BASELINE_PEER, explain=_SPEEDUP),
+    Column("x-eager", "speedup over eager", "time_device_cold", "×", peer="eager",
+           explain=_SPEEDUP),
+    Column("x-compiled", "speedup over torch.compile", "time_device_cold", "×",
+           peer="compiled", explain=_SPEEDUP.replace("{peer}", "torch.compile")),
+    Column("host", "host latency", "time_host_latency", "µs",
+           explain="µs per call from Python, launch included, as a caller gets it"),
     # Host latency in units of a reference call timed in the same processes (host-bound
     # shapes of the default variant only): comparable across runners and runs.
-    Column("host-cal", "host latency, calibrated", "track_host_calibrated", "calls", optional=True),
-)
+    Column("host-cal", "host latency, calibrated", "track_host_calibrated", "calls",
+           optional=True,
+           explain="host latency in eager torch.add calls timed in the same process "
+           "(2 calls: as long as two such adds)"),
+)  # fmt: skip
 
 _THRESHOLDS = Thresholds()
 
@@ -192,6 +223,7 @@ class ScreenCell:
     benchmark: str = ""
     # "index UUID" of the GPU that measured this value (ltx2k run, shard-run), if recorded
     gpu_id: str = ""
+    not_measured: bool = False  # no result has this metric at this shape: not a failure
 
 
 @dataclass
@@ -232,13 +264,22 @@ def _by_commit(records: Sequence, variant: str) -> dict:
     return {r.commit: r for r in records if r.param_dict.get("variant") == variant}
 
 
-def _screen_cell(col, recs, variant, window, machine, rows_by_key, prov) -> ScreenCell:
-    """One first-screen cell: the head value, its history, verdict, provenance and link."""
+def _screen_cell(
+    col, recs, variant, window, machine, rows_by_key, prov, *, kernel="", measured=True
+) -> ScreenCell:
+    """One first-screen cell: the head value, its history, verdict, provenance and link.
+
+    *measured*: whether any result (failed ones included) has the column's metric at
+    this shape; a metric not taken there says so instead of "n/a"."""
+    if not measured:
+        return ScreenCell(col, None, None, None, (), f"{col.metric} is not taken at this shape",
+                          None, "", not_measured=True)  # fmt: skip
     mine = _by_commit(recs[col.metric], variant)
     head = window[-1] if window else None
     rec = mine.get(head)
     if col.derived:
-        peer = _by_commit(recs[col.metric], col.peer)
+        peer_variant = col.peer_variant(kernel)
+        peer = _by_commit(recs[col.metric], peer_variant)
 
         def ratio(c):
             a, b = peer.get(c), mine.get(c)
@@ -246,13 +287,15 @@ def _screen_cell(col, recs, variant, window, machine, rows_by_key, prov) -> Scre
 
         prec = peer.get(head)
         if rec and prec:
+            # Both usually come from one result file: name it once.
+            sources = dict.fromkeys((prov.describe(prec), prov.describe(rec)))
             title = (
-                f"{col.peer} {fmt(display(prec.value, prec.unit), 'µs')} / {variant} "
-                f"{fmt(display(rec.value, rec.unit), 'µs')}; {prov.describe(prec)}; "
-                f"{prov.describe(rec)}"
+                f"{col.explanation(kernel)}: {peer_variant} "
+                f"{fmt(display(prec.value, prec.unit), 'µs')} / {variant} "
+                f"{fmt(display(rec.value, rec.unit), 'µs')}; {'; '.join(sources)}"
             )
         else:
-            title = f"needs both {col.peer} and {variant} at this commit"
+            title = f"needs both {peer_variant} and {variant} at this commit"
         return ScreenCell(col, ratio(head), None, None, tuple(ratio(c) for c in window), title,
                           None, "")  # fmt: skip
     hist = tuple(display(mine[c].value, mine[c].unit) if c in mine else None for c in window)
@@ -349,8 +392,12 @@ def build_views(
     for r in usable:
         kernel, metric = plots.split_benchmark(r.benchmark)
         index[(r.machine, kernel, metric, r.param_dict.get("shape", ""))].append(r)
+    # Every (machine, kernel, metric, shape) some result has, failed ones included:
+    # an empty cell is "not measured here" only where none does.
+    tried: set[tuple] = set()
     for r in records:
         dates[r.machine][r.commit] = r.date
+        tried.add((r.machine, *plots.split_benchmark(r.benchmark), r.param_dict.get("shape", "")))
     rows_by_key: dict[tuple, Row] = {}
     for row in report.rows if report is not None else ():
         rows_by_key[(row.benchmark, _params_key(row.params))] = row
@@ -383,8 +430,10 @@ def build_views(
                     for metric in {c.metric for c in cols}
                 }
                 cells = [
-                    _screen_cell(col, recs, variant, window, m, rows_by_key, prov) for col in cols
-                ]
+                    _screen_cell(col, recs, variant, window, m, rows_by_key, prov, kernel=k,
+                                 measured=(m, k, col.metric, shape) in tried)
+                    for col in cols
+                ]  # fmt: skip
                 gpu_ids |= {c.gpu_id for c in cells if c.gpu_id}
                 table_rows.append((shape, cells))
             tables.append(KernelTable(k, variant, cols, table_rows, default))
@@ -484,7 +533,7 @@ def _cell_html(c: ScreenCell, commits: Sequence[str], base: str | None) -> str:
     mark = None
     if c.step is not None and c.step.first_bad in commits:
         mark = list(commits).index(c.step.first_bad)
-    value = _e(fmt(c.value, c.column.unit))
+    value = _e(NOT_MEASURED if c.not_measured else fmt(c.value, c.column.unit))
     if c.link:
         value = f'<a class="v" href="{_e(c.link)}">{value}</a>'
     else:
@@ -509,9 +558,10 @@ def table_id(machine: str, kernel: str) -> str:
 
 def _table_html(view: MachineView, t: KernelTable, base: str | None) -> str:
     head = "".join(
-        f'<th class="num" data-col="{_e(c.key)}">{_e(c.title)}'
-        f'<span class="dir">{"higher" if higher_is_better(c) else "lower"} is better'
-        "</span></th>"
+        f'<th class="num" data-col="{_e(c.key)}" title="{_e(c.explanation(t.kernel))}">'
+        f"{_e(c.title)}"
+        f'<span class="dir">{"higher" if higher_is_better(c) else "lower"} is better</span>'
+        f'<span class="explain">{_e(c.explanation(t.kernel))}</span></th>'
         for c in t.columns
     )
     body = []

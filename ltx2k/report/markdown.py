@@ -80,17 +80,22 @@ def render_markdown(report: Report) -> str:
 
     def cell_table(title: str, items) -> None:
         out.extend([f"### {title}", ""])
-        step_h = " step (first bad, size [95% CI]) |" if history else ""
-        out.append(f"| GPU | kernel | metric | variant | shape | base | head | ratio | p |{step_h}")
-        out.append("|---|---|---|---|---|---:|---:|---:|---:|" + ("---|" if history else ""))
+        launch = any(row.launch for row, _, _ in items)
+        columns = ["GPU", "kernel", "metric", "variant", *(["launch path"] * launch), "shape"]
+        numbers = ["base", "head", "ratio", "p"]
+        columns += numbers
+        if history:
+            columns.append("step (first bad, size [95% CI])")
+        body = []
         for row, m, c in sorted(items, key=lambda t: (t[1], t[0].benchmark, t[0].params)):
             p = f"{c.p_value:.2g}" if c.p_value is not None else c.test
-            step = f" {format_step(c.step)} |" if history else ""
-            out.append(
-                f"| {m} | {row.kernel} | {row.metric} | {row.variant or ''} | {row.shape or ''} "
-                f"| {format_value(c.base, row.unit)} | {format_value(c.head, row.unit)} "
-                f"| {format_cell(c)} | {p} |{step}"
+            body.append(
+                [m, row.kernel, row.metric, row.variant or "", *([row.launch or ""] * launch)]
+                + [row.shape or "", format_value(c.base, row.unit)]
+                + [format_value(c.head, row.unit), format_cell(c), p]
+                + ([format_step(c.step)] if history else [])
             )
+        out.extend(table(columns, body, numeric=numbers))
         out.append("")
 
     if regs:
@@ -117,15 +122,22 @@ def render_markdown(report: Report) -> str:
             "❌ regression, ✅ improvement, — no data. "
             "For bandwidth percentages higher is better.",
             "",
-            "| kernel | metric | variant | shape | " + " | ".join(machines) + " |",
-            "|---|---|---|---|" + "---:|" * len(machines),
         ]
     )
-    for row in report.rows:
-        cells = " | ".join(format_cell(row.cells[m]) for m in machines)
-        out.append(
-            f"| {row.kernel} | {row.metric} | {row.variant or ''} | {row.shape or ''} | {cells} |"
+    launch = any(row.launch for row in report.rows)
+    columns = ["kernel", "metric", "variant", *(["launch path"] * launch), "shape"]
+    out.extend(
+        table(
+            columns + machines,
+            [
+                [row.kernel, row.metric, row.variant or "", *([row.launch or ""] * launch)]
+                + [row.shape or ""]
+                + [format_cell(row.cells[m]) for m in machines]
+                for row in report.rows
+            ],
+            numeric=machines,
         )
+    )
     out.extend(["", "</details>", ""])
 
     if report.problems:
@@ -136,6 +148,23 @@ def render_markdown(report: Report) -> str:
             + ["", "</details>", ""]
         )
     return "\n".join(out)
+
+
+def table(columns: list[str], rows: list[list[str]], numeric=()) -> list[str]:
+    """A GitHub Markdown table's lines: one header cell, one separator cell and one cell
+    per row for each column, whatever the number of rows or columns (none included).
+    The *numeric* columns are right-aligned. ``|`` inside a cell is escaped."""
+
+    def line(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    seps = ["---:" if c in numeric else "---" for c in columns]
+    out = [line(columns), "|" + "|".join(seps) + "|"]
+    for r in rows:
+        if len(r) != len(columns):
+            raise ValueError(f"table row has {len(r)} cells for {len(columns)} columns: {r!r}")
+        out.append(line(r))
+    return out
 
 
 def problem_lines(problems, where: str) -> list[str]:

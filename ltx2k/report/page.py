@@ -143,7 +143,8 @@ def _cell(
     flag, ratio, p = cell.flag, cell.ratio, cell.p_value
     text = _e(f"{ratio:.3f}" if ratio is not None and math.isfinite(ratio) else "n/a")
     p_txt = f", p={p:.2g}" if p is not None and math.isfinite(p) else ""
-    tip = f"{flag}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
+    words = plots.FLAG_WORDS.get(flag, flag)
+    tip = f"{words}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
     if head:
         tip += f"; machine {machine}, head from its result file of commit {head[:8]}"
     attrs = ""
@@ -167,8 +168,10 @@ def _matrix_table(
     head: str = "",
     commit_base: str | None = None,
 ) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("kernel", "metric", "variant", "shape"))
-    head += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
+    launch = any(row.launch for row in rows)  # a column only where a launch path is timed
+    labels = ("kernel", "metric", "variant", *(("launch path",) if launch else ()), "shape")
+    header = "".join(f"<th>{h}</th>" for h in labels)
+    header += "".join(f'<th class="num">{_e(m)}</th>' for m in machines)
     body = []
     for row in rows:
         kernel, metric = plots.report_row_kernel_metric(row)
@@ -189,10 +192,11 @@ def _matrix_table(
         body.append(
             f'<tr data-benchmark="{_e(row.benchmark)}"><td>{_e(kernel)}</td>'
             f"<td>{_e(metric)}</td><td>{_e(row.variant or '')}</td>"
-            f'<td class="mono">{_e(row.shape or "")}</td>{tds}</tr>'
+            + (f"<td>{_e(row.launch or '')}</td>" if launch else "")
+            + f'<td class="mono">{_e(row.shape or "")}</td>{tds}</tr>'
         )
     return (
-        f'<table id="{table_id}"><thead><tr>{head}</tr></thead>'
+        f'<table id="{table_id}"><thead><tr>{header}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
 
@@ -267,7 +271,8 @@ def _matrix_section(
 
 def _status_badge(status) -> str:
     s = str(status or "none")
-    label = "not judged" if s == "none" else s  # no report: nothing was compared
+    # no report: nothing was compared
+    label = "not judged" if s == "none" else plots.FLAG_WORDS.get(s, s)
     return f'<span class="status status-{_e(s)}">{_e(label)}</span>'
 
 

@@ -57,6 +57,13 @@ FLAG_REGRESSION = "regression"
 FLAG_IMPROVEMENT = "improvement"
 FLAG_OK = "ok"
 FLAG_INSUFFICIENT = "insufficient"
+# The verdicts as a reader is told them (the flags stay the JSON's and the CSS's names).
+FLAG_WORDS = {
+    FLAG_REGRESSION: "regression",
+    FLAG_IMPROVEMENT: "improvement",
+    FLAG_OK: "no change",
+    FLAG_INSUFFICIENT: "not enough history yet",
+}
 
 # Colours shared with the HTML table (page.py), so the heatmap and the table agree.
 FLAG_COLOURS = {
@@ -160,6 +167,25 @@ def variant_colours(kernel: str, variants: Iterable[str]) -> dict[str, str]:
     return {v: out[v] for v in variants}
 
 
+# Markers in the order of a kernel's variants: two variants whose points coincide
+# (one commit so far, or the same time at a shape) still show both shapes.
+# Not "v": that is the regression-step marker.
+VARIANT_MARKERS = ("o", "s", "D", "^", "P", "X", "<", ">", "h")
+
+
+def variant_markers(kernel: str, variants: Iterable[str]) -> dict[str, str]:
+    """variant -> marker, stable per kernel like :func:`variant_colours`."""
+    known = list(KERNEL_VARIANTS.get(kernel, ()))
+    order = known + sorted(set(variants) - set(known))
+    return {v: VARIANT_MARKERS[order.index(v) % len(VARIANT_MARKERS)] for v in variants}
+
+
+def _marker_size(i: int, n: int, big: float, small: float) -> float:
+    """The i-th of n coinciding markers: the first drawn biggest, so each later (smaller)
+    one sits on top of the earlier ones and none hides another."""
+    return big if n <= 1 else big - (big - small) * i / (n - 1)
+
+
 def commit_order(records: Iterable) -> list[str]:
     """Commits of all machines in commit-date order (ties by hash, so it is stable)."""
     dates: dict[str, int] = {}
@@ -194,10 +220,40 @@ def _empty(fig: Figure, message: str) -> Figure:
     return fig
 
 
+def overflow(fig: Figure) -> tuple[float, float, float, float]:
+    """How far (inches: left, bottom, right, top) the figure's drawn artists reach
+    beyond its canvas; all zeros when nothing is cut off. Matplotlib's own extents
+    (``Figure.get_tightbbox``), after a draw, so text is measured as rendered."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    box = fig.get_tightbbox(renderer)
+    w, h = fig.get_size_inches()
+    return (max(0.0, -box.x0), max(0.0, -box.y0), max(0.0, box.x1 - w), max(0.0, box.y1 - h))
+
+
+def fit_to_contents(fig: Figure, tolerance: float = 0.01) -> Figure:
+    """Grow the figure until no title, legend or tick label is cut off.
+
+    Constrained layout fits the axes around their labels, but a suptitle or an
+    outside legend wider than the figure runs past both edges; a wider canvas
+    (and constrained layout again) is the fix that keeps every font size.
+    """
+    for _ in range(4):
+        left, bottom, right, top = overflow(fig)
+        if max(left, bottom, right, top) <= tolerance:
+            break
+        w, h = fig.get_size_inches()
+        # Centred artists (suptitle, legend) overflow both sides alike: widen by both.
+        fig.set_size_inches(w + 2 * max(left, right) + 0.1, h + bottom + top + 0.1)
+    return fig
+
+
 def save(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` as PNG (parents created) and return the path."""
+    """Write ``fig`` as PNG (parents created), grown to fit its contents
+    (:func:`fit_to_contents`), and return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fit_to_contents(fig)
     fig.savefig(path, format="png", dpi=fig.dpi)
     return path
 
@@ -371,24 +427,48 @@ def _label_line_ends(ax, ends: list[tuple[float, str, str]], x: float, *, log: b
     inv = (lambda v: 10**v) if log else (lambda v: v)
     lo, hi = (tf(v) for v in ax.get_ylim())
     gap = (hi - lo) / 14
-    placed: list[float] = []
     items = sorted(ends, key=lambda e: e[0])
+    # More labels than fit at that spacing: closer, but still one slot each.
+    gap = min(gap, (hi - lo) / (len(items) + 0.5))
+    placed: list[float] = []
     for y, _, _ in items:
-        p = tf(y)
+        p = max(tf(y), lo + gap / 2)
         placed.append(p if not placed else max(p, placed[-1] + gap))
     over = placed[-1] - (hi - gap / 2)
-    if over > 0:  # push the stack down, never below the axis
-        placed = [max(p - over, lo + gap / 2) for p in placed]
+    if over > 0:  # push the whole stack down, keeping its spacing
+        placed = [p - over for p in placed]
     for p, (_, text, colour) in zip(placed, items, strict=True):
         ax.text(x, inv(p), text, color=colour, fontsize=7, va="center", ha="left", clip_on=True)
+
+
+# The log axes' major ticks (:func:`_log_axis`): 1, 2 and 5 times each power of ten.
+_LOG_SUBS = (1.0, 2.0, 5.0)
 
 
 def _log_axis(ax, fmt=lambda y, _: f"{y:g}") -> None:
     ax.set_yscale("log")
     # Plain numbers at 1-2-5 steps: "2 × 10^1 µs" makes readers do arithmetic.
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=_LOG_SUBS))
     ax.yaxis.set_major_formatter(fmt)
     ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _limits_on_ticks(ax) -> None:
+    """y limits on the 1-2-5 ticks just below and above the data, so that every panel
+    labels its top and its bottom (a limit between ticks leaves the highest values
+    without a number). Over less than a decade LogLocator's own ``tick_values`` falls
+    back to linear steps, so the ladder is built from the same subs here."""
+    lo, hi = ax.dataLim.intervaly
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0:
+        return
+    ladder = [
+        s * 10.0**e
+        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        for s in _LOG_SUBS
+    ]
+    below = max(t for t in ladder if t <= lo * (1 + 1e-9))
+    above = min(t for t in ladder if t >= hi * (1 - 1e-9) and t > below)
+    ax.set_ylim(below, above)
 
 
 def _tidy(ax) -> None:
@@ -428,6 +508,7 @@ def history(
     variants = _ordered((_param(r, "variant") for r in recs), KERNEL_VARIANTS.get(kernel, ()))
     machines = sorted({r.machine for r in recs})
     colours = variant_colours(kernel, variants)
+    markers = variant_markers(kernel, variants)
     head = report.head if report is not None else None
     flagged = _head_flags(report, kernel, metric)
     n = len(commits)
@@ -443,7 +524,7 @@ def history(
         for i, label in enumerate(labels):
             ax = axes[i][j]
             ends = []
-            for v in variants:
+            for k, v in enumerate(variants):
                 ys = series.get((machine, label, v))
                 if ys is None:
                     continue
@@ -452,8 +533,18 @@ def history(
                     continue
                 vals = [ys[x] for x in xs]
                 single = len(xs) == 1
+                size = _marker_size(k, len(variants), 9, 4) if single else 3.5
                 ax.plot(
-                    xs, vals, "-", color=colours[v], lw=1.4, marker="o", ms=7 if single else 2.5
+                    xs,
+                    vals,
+                    "-",
+                    color=colours[v],
+                    lw=1.4,
+                    marker=markers[v],
+                    ms=size,
+                    mec="white" if single else colours[v],
+                    mew=0.6,
+                    zorder=2 + k / len(variants),
                 )
                 ends.append((vals[-1], v, colours[v]))
                 steps = [x for x in _regression_steps(ys) if ys[x] is not None]
@@ -474,7 +565,7 @@ def history(
             _tidy(ax)
             ax.set_xlim(-0.5, n - 1 + label_room)
             if ends:
-                ax.set_ylim(*ax.get_ylim())
+                _limits_on_ticks(ax)
                 _label_line_ends(ax, ends, n - 1 + 0.3, log=True)
             else:
                 ax.text(
@@ -493,7 +584,9 @@ def history(
         ax.set_xticks(range(n))
         ax.set_xticklabels([c[:8] for c in commits], rotation=90, fontsize=6, family="monospace")
         ax.set_xlabel("commit (oldest → newest)", fontsize=8)
-    handles = [Line2D([], [], color=colours[v], lw=2, label=v) for v in variants]
+    handles = [
+        Line2D([], [], color=colours[v], lw=2, marker=markers[v], ms=5, label=v) for v in variants
+    ]
     handles += [
         Line2D(
             [],
@@ -570,8 +663,15 @@ def _grouped_bars(ax, labels, variants, heights, colours, *, bottom=0.0):
         ax.spines[spine].set_visible(False)
 
 
-def _variant_legend(fig, variants, colours, ncols=None) -> None:
-    handles = [Patch(facecolor=colours[v], label=v) for v in variants]
+def _variant_legend(fig, variants, colours, ncols=None, markers=None) -> None:
+    """The figure's variant key: colour patches, or lines with *markers* where the
+    plot tells variants apart by marker too."""
+    if markers is None:
+        handles = [Patch(facecolor=colours[v], label=v) for v in variants]
+    else:
+        handles = [
+            Line2D([], [], color=colours[v], marker=markers[v], ms=6, label=v) for v in variants
+        ]
     fig.legend(
         handles=handles,
         loc="outside lower center",
@@ -717,21 +817,26 @@ def roofline(records: Sequence, kernel: str) -> Figure:
         (v for pts in points.values() for v, *_ in pts), KERNEL_VARIANTS.get(kernel, ())
     )
     colours = variant_colours(kernel, variants)
+    markers = variant_markers(kernel, variants)
     fig = _new_figure(max(4.6 * len(machines), 7), 4.6)
     axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
     for ax, m in zip(axes, machines, strict=True):
-        for v in variants:
+        for k, v in enumerate(variants):
             pts = [(x, y) for vv, _, x, y in points[m] if vv == v]
             if pts:
                 pts.sort()
                 ax.plot(
                     [x for x, _ in pts],
                     [y for _, y in pts],
-                    "-o",
+                    "-",
                     color=colours[v],
-                    ms=4,
+                    marker=markers[v],
+                    ms=_marker_size(k, len(variants), 8, 3.5),
+                    mec="white",
+                    mew=0.5,
                     lw=1,
                     label=v,
+                    zorder=2 + k / len(variants),
                 )
         ax.set_xscale("log")
         _log_axis(ax)
@@ -751,7 +856,7 @@ def roofline(records: Sequence, kernel: str) -> Figure:
         ax.set_title(f"{m} @ {latest[m][:8]}", fontsize=10)
         ax.set_xlabel("bytes moved per call", fontsize=8)
     axes[0].set_ylabel("achieved GB/s (cold L2)")
-    _variant_legend(fig, variants, colours)
+    _variant_legend(fig, variants, colours, markers=markers)
     fig.suptitle(f"{kernel}: roofline, achieved bandwidth vs bytes moved", fontsize=11)
     return fig
 

@@ -62,7 +62,7 @@ set -e
 # ltx2k confirm's exit statuses: 0 nothing confirmed, 2 confirmed, 1 error.
 case $rc in
 0)
-    status=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' \
+    status=$("$ci_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' \
         "$out/confirm.json") || ci_die "ltx2k confirm wrote no readable $out/confirm.json"
     [[ "$status" == not-confirmed || "$status" == nothing-flagged ]] ||
         ci_die "ltx2k confirm exited 0 with status '$status'"

@@ -34,7 +34,7 @@ ltx2k run -- "${run_args[@]}" "$range"
 # config's paths and its ".ltx2k.asv_env" plugin from the config's folder.
 conf=$(mktemp ./.asv-dashboard.XXXXXX)
 trap 'rm -f "$conf"' EXIT
-python3 - "$conf" <<'PY'
+"$ci_python" - "$conf" <<'PY'
 import json, sys
 from asv import util
 

@@ -31,6 +31,10 @@ ci_summary() {
 # (offline wheels) come from the runner's .env (docs/runners.md).
 # LTX2K_SKIP_BOOTSTRAP=1 skips the install, for machines that already have it
 # and for the tests, which put fake `ltx2k`/`asv`/`gh` executables on PATH.
+# ci_python is that python, for the scripts' own python snippets (asv's among
+# them): with the install skipped, LTX2K_PYTHON, else python3.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+ci_python=${LTX2K_PYTHON:-python3}
 ci_bootstrap() {
     if [[ "${LTX2K_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
         local args=() py bindir
@@ -42,6 +46,8 @@ ci_bootstrap() {
         bindir=$("$py" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') ||
             ci_die "scripts/bootstrap.sh named an unusable python: '$py'"
         PATH="$bindir:$PATH"
+        # shellcheck disable=SC2034 # as above
+        ci_python=$py
     fi
     command -v ltx2k >/dev/null || ci_die "ltx2k is not on PATH (did scripts/bootstrap.sh run?)"
 }

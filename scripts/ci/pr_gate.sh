@@ -107,7 +107,7 @@ esac
 
 GPU=$gpu MACHINE=$machine PR=$pr BASE=$base HEAD=$head VERDICT=$verdict \
     CONTINUOUS_RC=$continuous_rc REGRESS_RC=$regress_rc \
-    python3 -c '
+    "$ci_python" -c '
 import json, os, sys
 e = os.environ
 json.dump({
