@@ -56,7 +56,8 @@ def same_device(**tensors: torch.Tensor) -> torch.device:
     if any(d != first for d in devices.values()):
         shown = ", ".join(f"{n} on {d}" for n, d in devices.items())
         raise ValueError(f"all inputs must be on one device, got {shown}")
-    if first.type != "cuda" and not INTERPRET:
+    # meta: only the registered ops' fake implementations see it (nothing launches)
+    if first.type not in ("cuda", "meta") and not INTERPRET:
         name = next(iter(devices))
         raise ValueError(
             f"{name} is on {first}; the Triton kernels need CUDA tensors "
