@@ -65,6 +65,9 @@ ARG_INPUT, ARG_OUTPUT, ARG_I32, ARG_I64 = 0, 1, 2, 3
 _SCALAR_KINDS = {"i32": ARG_I32, "i64": ARG_I64}
 
 _Tensor = torch.Tensor
+# Eager forward-mode AD (torch.autograd.forward_ad.dual_level) sets this module's level to
+# >= 0; a dual tensor is otherwise a plain Tensor, and a replay would drop its tangent.
+_forward_ad = torch.autograd.forward_ad
 try:  # the functorch interpreter stack: not None inside vmap, grad, jvp, functionalize
     _functorch_level = torch._C._functorch.peek_interpreter_stack
 except AttributeError:  # a torch without it: the C++ side's functorch TLS check still refuses
@@ -76,12 +79,16 @@ except AttributeError:  # a torch without it: the C++ side's functorch TLS check
 def plain2(a, b) -> bool:
     """Whether a two-input call may try the replay: both plain ``torch.Tensor`` (not a
     subclass such as FakeTensor or DTensor), not on the meta device, and no functorch
-    transform active. Cheap on purpose (~4 attribute reads); the C++ side re-checks
-    everything it relies on. Only the first input's device is read: a call whose inputs
-    are on different devices fails the Python path's validation, and the C++ side
-    refuses meta tensors before reading any data."""
+    transform or forward-AD level active. Cheap on purpose (~5 attribute reads); the C++
+    side re-checks everything it relies on. Only the first input's device is read: a call
+    whose inputs are on different devices fails the Python path's validation, and the C++
+    side refuses meta tensors before reading any data."""
     return (
-        type(a) is _Tensor and type(b) is _Tensor and not a.is_meta and _functorch_level() is None
+        type(a) is _Tensor
+        and type(b) is _Tensor
+        and not a.is_meta
+        and _functorch_level() is None
+        and _forward_ad._current_level < 0
     )
 
 
@@ -93,6 +100,7 @@ def plain3(a, b, c) -> bool:
         and type(c) is _Tensor
         and not a.is_meta
         and _functorch_level() is None
+        and _forward_ad._current_level < 0
     )
 
 

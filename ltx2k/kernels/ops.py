@@ -38,12 +38,16 @@ _len_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 def routed(*tensors: object) -> bool:
     """Whether a public function's call must go through the registered op: an input
-    that needs autograd, a functorch transform, a fake/meta tensor or other subclass, or
-    an active dispatch mode. Non-tensors stay on the Python path, whose validation names
-    them. (``nn.Parameter`` under ``no_grad`` is plain inference.)"""
+    that needs autograd, a functorch transform or forward-AD level, a fake/meta tensor or
+    other subclass, or an active dispatch mode. Non-tensors stay on the Python path, whose
+    validation names them. (``nn.Parameter`` under ``no_grad`` is plain inference.)"""
     if not all(isinstance(t, _Tensor) for t in tensors):
         return False
-    if _native._functorch_level() is not None or _len_dispatch_modes():
+    if (
+        _native._functorch_level() is not None
+        or _len_dispatch_modes()
+        or _native._forward_ad._current_level >= 0
+    ):
         return True
     grad = torch.is_grad_enabled()
     for t in tensors:
@@ -127,19 +131,28 @@ split_rope.register_autograd(_rope_grad, setup_context=_rope_setup)
 
 
 def _rope_backward_setup(ctx, inputs, output) -> None:
-    _, cos, sin = inputs
-    ctx.save_for_backward(cos, sin)
+    ctx.save_for_backward(*inputs)
 
 
 def _rope_backward_grad(ctx, grad):
-    if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-        raise NotImplementedError(
-            "ltx2k: the second derivative of split RoPE with respect to cos or sin is not "
-            "supported (only with respect to x)"
-        )
-    cos, sin = ctx.saved_tensors
-    # The transpose of the transposed rotation is the rotation: the forward kernel.
-    return torch.ops.ltx2k.split_rope(grad.contiguous(), cos, sin, "blocked", "auto"), None, None
+    # The backward is gx1 = g1*cos + g2*sin, gx2 = g2*cos - g1*sin: linear in g and in
+    # (cos, sin). Its transpose in g is the rotation itself (the forward kernel); the
+    # cos/sin terms are eager ops, as in _rope_grad.
+    g, cos, sin = ctx.saved_tensors
+    need_g, need_cos, need_sin = ctx.needs_input_grad[:3]
+    grad = grad.contiguous()
+    gg = gcos = gsin = None
+    if need_g:
+        gg = torch.ops.ltx2k.split_rope(grad, cos, sin, "blocked", "auto")
+    if need_cos or need_sin:
+        H, half = cos.shape[1], cos.shape[3]
+        h = _halves(grad, H, half)
+        gs = _halves(g, H, half)
+        if need_cos:
+            gcos = (h * gs).sum(-2)
+        if need_sin:
+            gsin = h[..., 0, :] * gs[..., 1, :] - h[..., 1, :] * gs[..., 0, :]
+    return gg, gcos, gsin
 
 
 split_rope_backward.register_autograd(_rope_backward_grad, setup_context=_rope_backward_setup)
