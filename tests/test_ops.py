@@ -232,8 +232,8 @@ class _Forbidden:
 
 def test_plain_inference_stays_off_the_dispatcher(monkeypatch):
     forbidden = _Forbidden()
-    monkeypatch.setattr(ops.SplitRope, "apply", forbidden)
-    monkeypatch.setattr(ops.AdaValues9, "apply", forbidden)
+    monkeypatch.setattr(rope._ops, "split_rope_routed", forbidden)
+    monkeypatch.setattr(adaln._ops, "ada_values9_routed", forbidden)
     x, cos, sin = _rope(ROPE_SHAPES[0])
     assert _equal(
         ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin),
@@ -379,3 +379,23 @@ def test_gpu_vmap_jvp_and_compiled_backward():
     (want,) = torch.autograd.grad(reference.split_rotary_reference(xg, cos, sin), xg, g)
     assert _equal(got, want)
     assert _native.plain3(x, cos, sin)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compile_fullgraph_traces_the_ops_forward_and_backward(backend):
+    """dynamo (and AOTAutograd, which traces the backward with fake tensors) over both
+    public functions: one graph, the reference's values and gradients."""
+    torch._dynamo.reset()
+    block = torch.compile(_Block(), backend=backend, fullgraph=True)
+    args = (*_rope(ROPE_SHAPES[0], grad=True), *_ada(shapes.AdaShape(2, 3, 8, "bf16"), grad=True))
+    got = block(*args)
+    want = (
+        reference.split_rotary_reference(*args[:3]),
+        *(reference.ada_values9_reference(*args[3:])[i] for i in (0, 8)),
+    )
+    assert all(_equal(a, b) for a, b in zip(got, want, strict=True))
+    gout = [_rope(ROPE_SHAPES[0], seed=5)[0], *(torch.ones_like(w) for w in want[1:])]
+    grads = torch.autograd.grad(got, args, gout)
+    ref_grads = torch.autograd.grad(want, args, gout)
+    for i, (a, b) in enumerate(zip(grads, ref_grads, strict=True)):
+        assert _equal(a, b), i

@@ -289,7 +289,7 @@ def ltx2_ada_values9(
         if outs is not None:
             return outs
     if torch.compiler.is_compiling() or _ops.routed(scale_shift_table, timestep):
-        return _ops.AdaValues9.apply(scale_shift_table, timestep, variant, launch).unbind(0)
+        return _ops.ada_values9_routed(scale_shift_table, timestep, variant, launch)
     return _launch_python(scale_shift_table, timestep, algo, path)
 
 

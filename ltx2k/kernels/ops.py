@@ -313,3 +313,21 @@ class AdaValues9(torch.autograd.Function):
         table_t = torch.zeros_like(table) if table_t is None else table_t
         timestep_t = torch.zeros_like(timestep) if timestep_t is None else timestep_t.contiguous()
         return torch.ops.ltx2k.ada_values9(table_t, timestep_t, *ctx.call)
+
+
+def split_rope_routed(x, cos, sin, variant: str, launch: str) -> torch.Tensor:
+    """The public function's call when :func:`routed` (or tracing) sends it here. While
+    torch.compile/export traces, the op itself: dynamo does not trace an autograd.Function
+    with a custom jvp, and AOTAutograd takes the op's registered autograd instead."""
+    if torch.compiler.is_compiling():
+        return torch.ops.ltx2k.split_rope(x, cos, sin, variant, launch)
+    return SplitRope.apply(x, cos, sin, variant, launch)
+
+
+def ada_values9_routed(scale_shift_table, timestep, variant: str, launch: str):
+    """:func:`split_rope_routed` for AdaLN: the nine views of the op's slab."""
+    if torch.compiler.is_compiling():
+        slab = torch.ops.ltx2k.ada_values9(scale_shift_table, timestep, variant, launch)
+    else:
+        slab = AdaValues9.apply(scale_shift_table, timestep, variant, launch)
+    return slab.unbind(0)

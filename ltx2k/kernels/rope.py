@@ -252,7 +252,7 @@ def apply_ltx2_split_rotary_emb(
         if out is not None:
             return out
     if torch.compiler.is_compiling() or _ops.routed(x, cos, sin):
-        return _ops.SplitRope.apply(x, cos, sin, variant, launch)
+        return _ops.split_rope_routed(x, cos, sin, variant, launch)
     return _launch_python(x, cos, sin, algo, path)
 
 
