@@ -1,8 +1,10 @@
 """The native call path never takes the caller's process down (CPU).
 
 - Python side: vmap, grad, jvp, meta, fake and subclass inputs never reach the C++
-  replay (the site's entry point is replaced by a tripwire); the call then behaves as
-  the non-native variant does (the same exception type, or an equal result).
+  replay (the site's entry point is replaced by a tripwire; the registered op's
+  implementation may call it with the plain tensors under a transform's wrappers); the
+  call then behaves as the non-native variant does (the same exception type, or an
+  equal result).
 - C++ side (in a subprocess, so that a regression is a failed test and not a crashed
   run): given those inputs directly, or under a transform or mode, ``call`` misses and
   ``probe`` says no, without touching their data; an injected C++ exception of any kind
