@@ -296,6 +296,28 @@ def test_cpp_refuses_what_it_cannot_read_without_aborting():
     assert "LTX2K_REFUSED_ALL" in proc.stdout and "LTX2K_DONE" in proc.stdout, proc.stdout
 
 
+def test_cpp_refuses_autograd_inputs(mod):
+    """A grad-requiring input under grad mode, or a forward-AD dual, is a miss: a replayed
+    output would have no grad_fn, or would drop the tangent (the public functions then send
+    the call to the registered op). Under no_grad the same tensor replays."""
+    import torch.autograd.forward_ad as fwad
+
+    site = mod.new_site("autograd", 1, False)
+    a = torch.zeros(4)
+    assert _record(mod, site, (a,))
+    assert mod.probe(site, a)
+    a.requires_grad_()
+    assert mod.probe(site, a) is False
+    with torch.no_grad():
+        assert mod.probe(site, a)
+    a.requires_grad_(False)
+    with fwad.dual_level():
+        dual = fwad.make_dual(a, torch.ones(4))
+        assert dual.data_ptr() == a.data_ptr()  # the same layout: only the tangent differs
+        assert mod.probe(site, dual) is False
+        assert mod.probe(site, a)
+
+
 @pytest.mark.parametrize("kind, what", [(1, "c10::Error"), (2, "runtime_error"), (3, "not a std")])
 def test_cpp_exceptions_are_misses_or_python_errors(mod, kind, what):
     site = mod.new_site(f"fault{kind}", 1, False)

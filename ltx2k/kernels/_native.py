@@ -79,16 +79,13 @@ except AttributeError:  # a torch without it: the C++ side's functorch TLS check
 def plain2(a, b) -> bool:
     """Whether a two-input call may try the replay: both plain ``torch.Tensor`` (not a
     subclass such as FakeTensor or DTensor), not on the meta device, and no functorch
-    transform or forward-AD level active. Cheap on purpose (~5 attribute reads); the C++
-    side re-checks everything it relies on. Only the first input's device is read: a call
+    transform active. Cheap on purpose (~4 attribute reads); the C++ side re-checks
+    everything it relies on, and refuses grad-requiring (under grad mode) and
+    forward-AD dual tensors itself. Only the first input's device is read: a call
     whose inputs are on different devices fails the Python path's validation, and the C++
     side refuses meta tensors before reading any data."""
     return (
-        type(a) is _Tensor
-        and type(b) is _Tensor
-        and not a.is_meta
-        and _functorch_level() is None
-        and _forward_ad._current_level < 0
+        type(a) is _Tensor and type(b) is _Tensor and not a.is_meta and _functorch_level() is None
     )
 
 
@@ -100,7 +97,6 @@ def plain3(a, b, c) -> bool:
         and type(c) is _Tensor
         and not a.is_meta
         and _functorch_level() is None
-        and _forward_ad._current_level < 0
     )
 
 

@@ -281,8 +281,7 @@ def ltx2_ada_values9(
     if (
         path == "native"
         and not torch.compiler.is_compiling()
-        and _native.plain2(scale_shift_table, timestep)  # functorch, fake, meta: not here
-        and not (scale_shift_table.requires_grad or timestep.requires_grad)  # nor autograd
+        and _native.plain2(scale_shift_table, timestep)  # functorch, fake, meta (C++: autograd)
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
         outs = _SITES[algo].call(scale_shift_table, timestep)

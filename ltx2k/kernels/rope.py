@@ -244,8 +244,7 @@ def apply_ltx2_split_rotary_emb(
     if (
         path == "native"
         and not torch.compiler.is_compiling()
-        and _native.plain3(x, cos, sin)  # functorch, fake, meta, subclasses: not here
-        and not (x.requires_grad or cos.requires_grad or sin.requires_grad)  # nor autograd
+        and _native.plain3(x, cos, sin)  # functorch, fake, meta, subclasses (C++: autograd)
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
         out = _SITES[algo].call(x, cos, sin)
