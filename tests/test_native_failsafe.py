@@ -1,8 +1,10 @@
 """The native call path never takes the caller's process down (CPU).
 
 - Python side: vmap, grad, jvp, meta, fake and subclass inputs never reach the C++
-  replay (the site's entry point is replaced by a tripwire); the call then behaves as
-  the non-native variant does (the same exception type, or an equal result).
+  replay (the site's entry point is replaced by a tripwire; the registered op's
+  implementation may call it with the plain tensors under a transform's wrappers); the
+  call then behaves as the non-native variant does (the same exception type, or an
+  equal result).
 - C++ side (in a subprocess, so that a regression is a failed test and not a crashed
   run): given those inputs directly, or under a transform or mode, ``call`` misses and
   ``probe`` says no, without touching their data; an injected C++ exception of any kind
@@ -42,13 +44,19 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class Tripwire:
-    """Stands in for a site's C++ entry point: counts calls, answers a miss."""
+    """Stands in for a site's C++ entry point: counts calls, answers a miss, and notes
+    every call that was not plain tensors outside any transform (the registered op's
+    implementation, below a vmap rule or autograd, may call it with plain tensors)."""
 
     def __init__(self):
         self.calls = 0
+        self.odd = []
 
     def __call__(self, *inputs):
         self.calls += 1
+        plain = all(type(t) is torch.Tensor and not t.is_meta for t in inputs)
+        if not plain or _native._functorch_level() is not None:
+            self.odd.append([type(t).__name__ for t in inputs])
         return None
 
 
@@ -137,7 +145,7 @@ def test_python_guard_keeps_odd_inputs_from_the_replay(setup, native, other, mod
     tripwire = Tripwire()
     monkeypatch.setattr(module._SITES[module.CALLS[(native, "auto")][0]], "call", tripwire)
     got = _outcome(lambda: _run(mode, lambda *a: fn(*a, variant=native), args, index))
-    assert tripwire.calls == 0, f"{mode} input reached the C++ replay"
+    assert tripwire.odd == [], f"{mode} input reached the C++ replay"
     want = _outcome(lambda: _run(mode, lambda *a: fn(*a, variant=other), args, index))
     assert _same_outcome(got, want), (mode, got, want)
 
@@ -164,22 +172,30 @@ def test_plain_checks():
     assert seen == [False]  # even with unwrapped arguments: a transform is active
 
 
-def test_fake_tensors_never_reach_a_launch():
-    """Every variant refuses FakeTensors (inputs, or an output allocated under
-    FakeTensorMode) with a TypeError: Triton would launch on null pointers."""
+def test_fake_tensors_never_reach_a_launch(monkeypatch):
+    """FakeTensors (inputs, or real inputs under FakeTensorMode) go through the registered
+    op's fake implementation: a fake output of the right shape, and no launch (Triton would
+    launch on null pointers). The Python launch path itself still refuses them."""
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a fake call reached the Python launch path")
+
+    for module, setup in ((rope, _rope_setup), (adaln, _ada_setup)):
+        _, fn, args, _ = setup()
+        want = _flat(fn(*args))
+        with monkeypatch.context() as m:
+            m.setattr(module, "_launch_python", no_launch)
+            for variant in sorted(module.VARIANTS):
+                with FakeTensorMode() as fake:
+                    got = _flat(fn(*(fake.from_tensor(a) for a in args), variant=variant))
+                with FakeTensorMode(allow_non_fake_inputs=True):
+                    got_real_inputs = _flat(fn(*args, variant=variant))
+                for outs in (got, got_real_inputs):
+                    assert [type(o).__name__ for o in outs] == ["FakeTensor"] * len(want)
+                    assert [(o.shape, o.dtype) for o in outs] == [(w.shape, w.dtype) for w in want]
     _, fn, args, _ = _rope_setup()
-    for variant in sorted(rope.VARIANTS):
-        with FakeTensorMode() as fake, pytest.raises(TypeError, match="FakeTensor"):
-            fn(*(fake.from_tensor(a) for a in args), variant=variant)
-        with (
-            FakeTensorMode(allow_non_fake_inputs=True),
-            pytest.raises(TypeError, match="out is a FakeTensor"),
-        ):
-            fn(*args, variant=variant)
-    _, fn, args, _ = _ada_setup()
-    for variant in sorted(adaln.VARIANTS):
-        with FakeTensorMode() as fake, pytest.raises(TypeError, match="FakeTensor"):
-            fn(*(fake.from_tensor(a) for a in args), variant=variant)
+    with FakeTensorMode() as fake, pytest.raises(TypeError, match="FakeTensor"):
+        rope._launch_python(*(fake.from_tensor(a) for a in args), "blocked", "triton")
 
 
 # --- the C++ side ---------------------------------------------------------------------
@@ -278,6 +294,28 @@ def test_cpp_refuses_what_it_cannot_read_without_aborting():
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert "LTX2K_REFUSED_ALL" in proc.stdout and "LTX2K_DONE" in proc.stdout, proc.stdout
+
+
+def test_cpp_refuses_autograd_inputs(mod):
+    """A grad-requiring input under grad mode, or a forward-AD dual, is a miss: a replayed
+    output would have no grad_fn, or would drop the tangent (the public functions then send
+    the call to the registered op). Under no_grad the same tensor replays."""
+    import torch.autograd.forward_ad as fwad
+
+    site = mod.new_site("autograd", 1, False)
+    a = torch.zeros(4)
+    assert _record(mod, site, (a,))
+    assert mod.probe(site, a)
+    a.requires_grad_()
+    assert mod.probe(site, a) is False
+    with torch.no_grad():
+        assert mod.probe(site, a)
+    a.requires_grad_(False)
+    with fwad.dual_level():
+        dual = fwad.make_dual(a, torch.ones(4))
+        assert dual.data_ptr() == a.data_ptr()  # the same layout: only the tangent differs
+        assert mod.probe(site, dual) is False
+        assert mod.probe(site, a)
 
 
 @pytest.mark.parametrize("kind, what", [(1, "c10::Error"), (2, "runtime_error"), (3, "not a std")])

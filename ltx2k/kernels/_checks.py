@@ -57,7 +57,8 @@ def same_device(**tensors: torch.Tensor) -> torch.device:
     if any(d != first for d in devices.values()):
         shown = ", ".join(f"{n} on {d}" for n, d in devices.items())
         raise ValueError(f"all inputs must be on one device, got {shown}")
-    if first.type != "cuda" and not INTERPRET:
+    # meta: only the registered ops' fake implementations see it (nothing launches)
+    if first.type not in ("cuda", "meta") and not INTERPRET:
         name = next(iter(devices))
         raise ValueError(
             f"{name} is on {first}; the Triton kernels need CUDA tensors "
@@ -75,11 +76,13 @@ def real_data(**tensors: torch.Tensor) -> None:
     """Refuse FakeTensors (inputs, or an output allocated under FakeTensorMode) before a
     launch: their data_ptr() is 0, and Triton's launcher passes a null pointer through
     unchecked, so the kernel would read and write address 0 and leave the CUDA context
-    unusable. Not called while torch.compile traces (dynamo launches the kernel itself)."""
+    unusable. The public functions send FakeTensors to the registered ops' fake
+    implementations (ltx2k.kernels.ops), so this is the backstop of the launch path itself.
+    Not called while torch.compile traces."""
     for name, t in tensors.items():
         if isinstance(t, FakeTensor):
             raise TypeError(
                 f"{name} is a FakeTensor (shape {tuple(t.shape)}, e.g. under FakeTensorMode); "
-                "the Triton kernels read and write real memory. To trace them, wrap the call "
-                "in a torch.library custom op with a fake implementation"
+                "the Triton kernels read and write real memory. To trace them, call "
+                "torch.ops.ltx2k.* (or the public functions), which have fake implementations"
             )

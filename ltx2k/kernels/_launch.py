@@ -40,6 +40,7 @@ reference none.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -75,6 +76,13 @@ class _Fast:
 
 
 _FAST = _Fast()
+# Serialises every lazily set field of this module and of ltx2k.kernels._native (the
+# fast path's Triton pieces, the off switches and their warnings, the native build):
+# a serving process calls from a thread per request stream, and a reader must never
+# see a state half set (``built`` true with ``knobs`` still None). Readers on the hot
+# path take no lock: each field they read is written once, before the flag that
+# publishes it.
+LOCK = threading.RLock()
 # id(kernel) -> (kernel, {key: launch entry, or None for "always the normal path"}).
 # By id: JITFunction.__hash__ goes through a property each call. Holding the
 # kernel keeps its id from being reused.
@@ -84,13 +92,15 @@ _CACHES: dict[int, tuple[Any, dict[tuple, tuple | None]]] = {}
 def warn_off(state, path: str, fallback: str, reason: str, stacklevel: int) -> None:
     """Turn a launch path off for this process (``state.off_reason``), warning once:
     slower from here on, never wrong, and the user is told why."""
-    if state.off_reason is None:
+    with LOCK:
+        if state.off_reason is not None:
+            return
         state.off_reason = reason
-        warnings.warn(
-            f"ltx2k {path} off for this process, using {fallback}: {reason}",
-            RuntimeWarning,
-            stacklevel=stacklevel + 1,
-        )
+    warnings.warn(
+        f"ltx2k {path} off for this process, using {fallback}: {reason}",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 def _turn_off(reason: str) -> None:
@@ -124,8 +134,10 @@ def unsupported_triton() -> str | None:
         f"Triton {triton.__version__} is not a version whose launch protocol was verified "
         f"(tested: {tested})"
     )
-    if not _VERSION_WARNING.warned:
+    with LOCK:
+        first = not _VERSION_WARNING.warned
         _VERSION_WARNING.warned = True
+    if first:
         warnings.warn(
             f"ltx2k: {reason}; the lean and native launch paths are off for this process and "
             "every kernel launches through kernel[grid] (correct results, slower host path)",
@@ -136,12 +148,22 @@ def unsupported_triton() -> str | None:
 
 
 def _build() -> bool:
-    """Resolve Triton's runtime pieces once; False (and a warning) if they are not as verified."""
-    _FAST.built = True
+    """Resolve Triton's runtime pieces once; False (and a warning) if they are not as verified.
+
+    Under :data:`LOCK`, and ``built`` is set last: a thread that sees it set (and no
+    ``off_reason``) sees every field it publishes."""
+    with LOCK:
+        if not _FAST.built:
+            _build_locked()
+            _FAST.built = True
+        return _FAST.off_reason is None
+
+
+def _build_locked() -> None:
     unsupported = unsupported_triton()
     if unsupported is not None:
         _FAST.off_reason = unsupported  # unsupported_triton warned, once for both paths
-        return False
+        return
     try:
         from triton import knobs
         from triton.runtime.driver import driver
@@ -151,8 +173,6 @@ def _build() -> bool:
         _FAST.knobs = knobs
     except (ImportError, AttributeError, RuntimeError) as e:
         _turn_off(f"Triton's runtime is not laid out as in {triton.__version__} ({e!r})")
-        return False
-    return True
 
 
 def is_jit_function(kernel: object) -> bool:
@@ -219,11 +239,13 @@ def launch(
     3 positive sizes. All tensors must be on one device (the callers'
     validation guarantees it; only the first is compared with the current one).
     """
+    # built before off_reason: built is published last, so once it reads true the
+    # off switch and the fields below it are all set (see LOCK).
     if (
         torch.compiler.is_compiling()
-        or _FAST.off_reason is not None
         or not is_jit_function(kernel)
         or (not _FAST.built and not _build())
+        or _FAST.off_reason is not None
     ):
         _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
         return
@@ -249,8 +271,8 @@ def launch(
         key.append(ptr % ALIGN_KEY)
     key = tuple(key)
     held = _CACHES.get(id(kernel))
-    if held is None:
-        held = _CACHES[id(kernel)] = (kernel, {})
+    if held is None:  # setdefault: two threads' first calls share one cache
+        held = _CACHES.setdefault(id(kernel), (kernel, {}))
     cache = held[1]
     entry = cache.get(key, False)
     if entry is False:  # first call with this key: the normal path compiles or finds it

@@ -38,6 +38,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/TensorOptions.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -325,6 +326,11 @@ bool replayable(PyObject* obj) {
   if (!THPVariable_CheckExact(obj)) return false;  // subclasses: __torch_function__ decides
   const at::Tensor& t = THPVariable_Unpack(obj);
   if (!t.defined()) return false;
+  // Autograd: a replayed output would have no grad_fn (grad mode on), or would drop a
+  // forward-mode tangent (eager forward AD has one level, 0). The Python path sends
+  // these calls to the registered ops. Checked here, not in Python: two reads in C++.
+  if (t.requires_grad() && c10::GradMode::is_enabled()) return false;
+  if (t._fw_grad(0).defined()) return false;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->key_set().has_any(kNotReplayable) || impl->is_python_dispatch()) return false;
   const c10::DeviceType dev = impl->device_type();

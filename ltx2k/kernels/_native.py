@@ -65,6 +65,9 @@ ARG_INPUT, ARG_OUTPUT, ARG_I32, ARG_I64 = 0, 1, 2, 3
 _SCALAR_KINDS = {"i32": ARG_I32, "i64": ARG_I64}
 
 _Tensor = torch.Tensor
+# Eager forward-mode AD (torch.autograd.forward_ad.dual_level) sets this module's level to
+# >= 0; a dual tensor is otherwise a plain Tensor, and a replay would drop its tangent.
+_forward_ad = torch.autograd.forward_ad
 try:  # the functorch interpreter stack: not None inside vmap, grad, jvp, functionalize
     _functorch_level = torch._C._functorch.peek_interpreter_stack
 except AttributeError:  # a torch without it: the C++ side's functorch TLS check still refuses
@@ -77,9 +80,10 @@ def plain2(a, b) -> bool:
     """Whether a two-input call may try the replay: both plain ``torch.Tensor`` (not a
     subclass such as FakeTensor or DTensor), not on the meta device, and no functorch
     transform active. Cheap on purpose (~4 attribute reads); the C++ side re-checks
-    everything it relies on. Only the first input's device is read: a call whose inputs
-    are on different devices fails the Python path's validation, and the C++ side
-    refuses meta tensors before reading any data."""
+    everything it relies on, and refuses grad-requiring (under grad mode) and
+    forward-AD dual tensors itself. Only the first input's device is read: a call
+    whose inputs are on different devices fails the Python path's validation, and the C++
+    side refuses meta tensors before reading any data."""
     return (
         type(a) is _Tensor and type(b) is _Tensor and not a.is_meta and _functorch_level() is None
     )
@@ -186,25 +190,35 @@ def available_reason() -> str | None:
 
 
 def module():
-    """The built module, or None (with one warning saying why) where it cannot be used."""
+    """The built module, or None (with one warning saying why) where it cannot be used.
+
+    The first callers wait for the build under ``_launch.LOCK``; ``tried`` is set only once
+    the answer is: a thread that saw it set while ``module`` was still None would unbind
+    its site from the native path for good."""
     if not _STATE.tried:
-        _STATE.tried = True
-        if available_reason() is not None:
-            return None  # silent: there is nothing to launch anyway
-        unsupported = _launch.unsupported_triton()  # warns once, for both launch paths
-        if unsupported is not None:
-            _STATE.off_reason = unsupported
-            return None
-        try:
-            mod = build()
-            reason = mod.driver_error() or None
-        except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
-            reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
-        if reason is None:
-            _STATE.module = mod
-        else:
-            _turn_off(reason)
+        with _launch.LOCK:
+            if not _STATE.tried:
+                _decide()
+                _STATE.tried = True
     return _STATE.module
+
+
+def _decide() -> None:
+    if available_reason() is not None:
+        return  # silent: there is nothing to launch anyway
+    unsupported = _launch.unsupported_triton()  # warns once, for both launch paths
+    if unsupported is not None:
+        _STATE.off_reason = unsupported
+        return
+    try:
+        mod = build()
+        reason = mod.driver_error() or None
+    except Exception as e:  # no compiler, no ninja, a failed build: all mean "off"
+        reason = f"building {SOURCE.name} failed ({type(e).__name__}: {e})"
+    if reason is None:
+        _STATE.module = mod
+    else:
+        _turn_off(reason)
 
 
 def _stop_replays(reason: str) -> None:
@@ -251,7 +265,9 @@ class Site:
             self.call = _no_entry
             return False
         if self.id is None:
-            self.id = mod.new_site(self.name, self.n_inputs, self.unbind)
+            with _launch.LOCK:  # one C++ site per Site, whichever thread binds first
+                if self.id is None:
+                    self.id = mod.new_site(self.name, self.n_inputs, self.unbind)
         self.call = functools.partial(mod.call, self.id)
         return True
 
@@ -359,7 +375,9 @@ def triton_cache_key(kernel, compiled, device: int):
         return None
     if not isinstance(cache, dict):
         return None
-    return next((key for key, value in cache.items() if value is compiled), None)
+    # A snapshot (one C-level copy under the GIL): another thread compiling a new layout
+    # inserts into this dict, and iterating it live would raise mid-way.
+    return next((key for key, value in list(cache.items()) if value is compiled), None)
 
 
 def arg_spec(

@@ -282,12 +282,34 @@ def ltx2_ada_values9(
     if (
         path == "native"
         and not torch.compiler.is_compiling()
-        and _native.plain2(scale_shift_table, timestep)  # vmap/grad/jvp, fake, meta: Python path
+        and _native.plain2(scale_shift_table, timestep)  # functorch, fake, meta (C++: autograd)
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
         outs = _SITES[algo].call(scale_shift_table, timestep)
         if outs is not None:
             return outs
+    if torch.compiler.is_compiling() or _ops.routed(scale_shift_table, timestep):
+        return _ops.ada_values9_routed(scale_shift_table, timestep, variant, launch)
+    return _launch_python(scale_shift_table, timestep, algo, path)
+
+
+def _slab(scale_shift_table, timestep, algo: str, path: str) -> torch.Tensor:
+    """The registered op's implementation: the nine values as one ``(9, B, S, D)`` tensor."""
+    outs = None
+    if path == "native" and _native.plain2(scale_shift_table, timestep):
+        outs = _SITES[algo].call(scale_shift_table, timestep)
+    if outs is None:
+        outs = _launch_python(scale_shift_table, timestep, algo, path)
+    # Every algorithm but "separate" returns slab.unbind(0) (the native replay too):
+    # hand back that slab rather than a copy of it.
+    slab = outs[0]._base
+    if slab is not None and slab.dim() == 4 and all(o._base is slab for o in outs):
+        return slab
+    return torch.stack(outs)
+
+
+def _launch_python(scale_shift_table, timestep, algo: str, path: str) -> tuple[torch.Tensor, ...]:
+    """Validate, allocate and launch from Python (recording the launch for the native path)."""
     B, S, D = _validate(scale_shift_table, timestep)
     if algo in GRID_ALGORITHMS:
         return _values9_grid(scale_shift_table, timestep, B, S, D, algo, path)
@@ -307,3 +329,7 @@ def ltx2_ada_values9(
         num_warps=min(8, max(1, block_d // 512)),
     )
     return outs
+
+
+# At the bottom: ops registers the op around this module's functions (and imports it).
+from ltx2k.kernels import ops as _ops  # noqa: E402

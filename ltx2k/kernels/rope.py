@@ -338,12 +338,28 @@ def apply_ltx2_split_rotary_emb(
     if (
         path == "native"
         and not torch.compiler.is_compiling()
-        and _native.plain3(x, cos, sin)  # vmap/grad/jvp, fake, meta, subclasses: Python path
+        and _native.plain3(x, cos, sin)  # functorch, fake, meta, subclasses (C++: autograd)
     ):
         # None: not seen with this layout yet, or not eligible (the Python path decides)
         out = _SITES[algo].call(x, cos, sin)
         if out is not None:
             return out
+    if torch.compiler.is_compiling() or _ops.routed(x, cos, sin):
+        return _ops.split_rope_routed(x, cos, sin, variant, launch)
+    return _launch_python(x, cos, sin, algo, path)
+
+
+def _call(x, cos, sin, algo: str, path: str) -> torch.Tensor:
+    """The registered op's implementation: the public function's launch paths, no routing."""
+    if path == "native" and _native.plain3(x, cos, sin):
+        out = _SITES[algo].call(x, cos, sin)
+        if out is not None:
+            return out
+    return _launch_python(x, cos, sin, algo, path)
+
+
+def _launch_python(x, cos, sin, algo: str, path: str) -> torch.Tensor:
+    """Validate, allocate and launch from Python (recording the launch for the native path)."""
     B, S, H, D = _validate(x, cos, sin)
     # Not empty_like: x may be "contiguous" with an arbitrary stride on a
     # size-1 dim (PyTorch ignores those strides), and out must be dense rows.
@@ -402,3 +418,7 @@ def apply_ltx2_split_rotary_emb(
         num_warps=cfg.num_warps,
     )
     return out
+
+
+# At the bottom: ops registers the op around this module's functions (and imports it).
+from ltx2k.kernels import ops as _ops  # noqa: E402

@@ -27,7 +27,7 @@ for step in $steps; do
   case $step in
     info) { nvidia-smi; nvidia-smi -L; nvidia-smi topo -m; python3 -c "import torch,triton,sys;print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"; git log --oneline | head -5; } 2>&1 | tee "$OUT/info.log" ;;
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
-    tests) timeout ${TESTS_TIMEOUT:-300} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_algorithms_and_launch_paths.py tests/test_machine.py tests/test_measure.py tests/test_native.py tests/test_native_failsafe.py tests/test_native_failsafe_gpu.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
+    tests) timeout ${TESTS_TIMEOUT:-300} python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_algorithms_and_launch_paths.py tests/test_machine.py tests/test_measure.py tests/test_native.py tests/test_native_failsafe.py tests/test_native_failsafe_gpu.py tests/test_ops.py tests/test_threads.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
     build) # the native call path's C++ extension, built once before anything times it
            python3 -c "import time, torch; torch.cuda.init(); from ltx2k.kernels import _native; t = time.time(); m = _native.build(verbose=True); print(f'native build {time.time() - t:.1f} s; driver: {m.driver_error() or \"ok\"}')" 2>&1 | tee "$OUT/native_build.log" | tail -3 ;;
     sweep) timeout ${SWEEP_TIMEOUT:-180} python3 tools/experiments/ada_decode_sweep.py --json "$OUT/ada_sweep.json" 2>&1 | tee "$OUT/ada_sweep.log" | tail -40 ;;
