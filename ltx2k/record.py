@@ -171,17 +171,9 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def _replace(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from ltx2k.shapes import replace_file
+
+    replace_file(path, json.dumps(data, indent=1) + "\n")
 
 
 # --- the file ------------------------------------------------------------------------

@@ -247,17 +247,22 @@ def append(entries: list[dict], path: str | os.PathLike = DATA_FILE) -> SuiteSha
     data = dict(old.raw)
     data["shapes"] = [*old.raw["shapes"], *entries]
     new = parse(data, str(path))
+    replace_file(path, dumps(data))
+    return new
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write *text* to *path* in one rename: a reader sees the old file or the new one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(data))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return new
 
 
 LISTING_COLUMNS = ("kernel", "label", "runs_on", "layout", "source", "metrics")
