@@ -854,7 +854,7 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     git(checkout, "commit", "-qm", "e2e: an unrelated change")
     rope = checkout / "ltx2k" / "kernels" / "rope.py"
     src = rope.read_text()
-    anchor = "def _blocked(num_heads: int) -> LaunchConfig:\n"
+    anchor = "def _blocked(num_heads: int, *_problem: int) -> LaunchConfig:\n"
     assert anchor in src
     # ~0.25 s per call against ~40 ms for the interpreted kernel: far past the
     # host-latency threshold (2.2), in one launcher only.

@@ -375,9 +375,19 @@ def triton_cache_key(kernel, compiled, device: int):
         return None
     if not isinstance(cache, dict):
         return None
-    # A snapshot (one C-level copy under the GIL): another thread compiling a new layout
-    # inserts into this dict, and iterating it live would raise mid-way.
-    return next((key for key, value in list(cache.items()) if value is compiled), None)
+    # A snapshot: another thread compiling a new layout inserts into this dict, and
+    # iterating it live raises mid-way. dict.copy copies in C without running Python code
+    # (list(items()) can: its allocations may start a garbage collection whose
+    # finalizers let another thread run); a copy that still raises is taken again.
+    for _ in range(8):
+        try:
+            snapshot = cache.copy()
+            break
+        except RuntimeError:
+            continue
+    else:
+        return None
+    return next((key for key, value in snapshot.items() if value is compiled), None)
 
 
 def arg_spec(

@@ -36,6 +36,13 @@ _Parameter = torch.nn.Parameter
 _len_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
+def _observers_only() -> bool:
+    # Modes that only watch the ops go by (ltx2k.measure.allocations) change no result.
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return all(getattr(m, "ltx2k_observer", False) for m in _get_current_dispatch_mode_stack())
+
+
 def routed(*tensors: object) -> bool:
     """Whether a public function's call must go through the registered op: an input
     that needs autograd, a functorch transform or forward-AD level, a fake/meta tensor or
@@ -45,7 +52,7 @@ def routed(*tensors: object) -> bool:
         return False
     if (
         _native._functorch_level() is not None
-        or _len_dispatch_modes()
+        or (_len_dispatch_modes() and not _observers_only())
         or _native._forward_ad._current_level >= 0
     ):
         return True
