@@ -863,6 +863,9 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     (checkout / "docs" / "e2e-note.txt").write_text("another unrelated change\n")
     git(checkout, "commit", "-qam", "e2e: another unrelated change")
     c1, c2, c3 = git(checkout, "rev-list", "--reverse", f"{base}..HEAD").split()
+    # Merged: confirm.sh builds only commits on the default branch.
+    git(checkout, "push", "-q", "origin", "HEAD:main")
+    git(checkout, "fetch", "-q", "origin")
 
     shape = shapes.ROPE_SHAPES_CPU[0].label
     bench = "bench_kernels.SplitRope.time_host_latency"

@@ -13,7 +13,7 @@ from asv.results import Results
 
 from ltx2k import shapes, variants
 from ltx2k.history.records import Problem, Record, load_results
-from tools.synthetic_history import generate_history
+from tools.synthetic_history import generate_history, suite
 
 FAIL = "h100-80gb-hbm3:SplitRope.time_device_warm:eager:B4_S25_H32_D64:commit=1"
 
@@ -54,11 +54,13 @@ def test_clean_history_loads_with_asvs_own_values(hist):
     h, results = hist
     records, problems = load_results(results)
     assert only_injected_failure(problems) == []
-    per_bench = {
-        "SplitRope": len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES),
-        "AdaValues9": len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES),
-    }
-    expected = len(h.machines) * len(h.commits) * 5 * sum(per_bench.values())
+    # Every metric at its own shapes: opt-in metrics run at their listed shapes only.
+    per_commit = sum(len(v) * len(s) for v, s in suite().values())
+    assert per_commit < 5 * (
+        len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
+        + len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
+    )
+    expected = len(h.machines) * len(h.commits) * per_commit
     assert len(records) == expected
     assert {r.machine for r in records} == set(h.machines)
     assert {r.commit for r in records} == set(h.commits)
@@ -254,7 +256,8 @@ def test_timeout_failure_and_skip_are_told_apart(hist):
     bad = {p.kind: p for p in only_injected_failure(problems)}
     assert set(bad) == {"timeout", "skipped", "failed"}
     assert "AdaValues9.time_host_latency" in bad["timeout"].message
-    n_ada = len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
+    v, s = suite()["bench_kernels.AdaValues9.time_host_latency"]
+    n_ada = len(v) * len(s)
     assert f"{n_ada} of {n_ada}" in bad["timeout"].message and "timed out" in bad["timeout"].message
     assert "SplitRope.track_allocations" in bad["skipped"].message
     assert "AdaValues9.track_allocations" in bad["failed"].message

@@ -18,6 +18,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,8 @@ CELLS = [
     if name.rsplit(".", 1)[1] in NOISE
     for variant, shape in itertools.product(variants, shapes_)
 ]
-K = len(CELLS) // 2  # cells per family
+# cells per family: opt-in metrics run at their listed shapes only, so the counts differ
+N_CELLS = Counter(name.rsplit(".", 1)[1] for name, _, _ in CELLS)
 
 
 def records(
@@ -116,8 +118,8 @@ def test_injected_shift_is_recovered_and_judged_against_the_band(report, conditi
     rep, alone = report
     f = rep.family(condition, family)
     injected = INJECTED[condition].get(family, 0.0)
-    se = se_of_median_shift(NOISE[family], N_SAMPLES, K)
-    assert f.n_cells == K
+    se = se_of_median_shift(NOISE[family], N_SAMPLES, N_CELLS[family])
+    assert f.n_cells == N_CELLS[family]
     assert abs(math.log1p(f.median_shift) - math.log1p(injected)) < 5 * se
     band = alone_band(alone, family)
     assert f.median_band == pytest.approx(band)
@@ -146,12 +148,14 @@ def test_the_headline_cases():
     )
     host = rep.family("concurrent-load", "time_host_latency")
     assert host.verdict == itf.FAMILY_EXCEEDS
-    assert host.median_shift == pytest.approx(0.06, abs=5 * se_of_median_shift(0.02, 20, K))
+    assert host.median_shift == pytest.approx(
+        0.06, abs=5 * se_of_median_shift(0.02, 20, N_CELLS["time_host_latency"])
+    )
     # Real and systematic, but inside the harness's resolution.
     dev = rep.family("concurrent-load", "time_device_cold")
     assert dev.verdict == itf.FAMILY_WITHIN
     assert dev.p_value < rep.alpha  # the rank test alone would have called it
-    assert dev.n_exceeding <= K // 10
+    assert dev.n_exceeding <= N_CELLS["time_device_cold"] // 10
 
 
 def test_control_condition_flags_no_cell(report):
@@ -159,14 +163,14 @@ def test_control_condition_flags_no_cell(report):
     for family in NOISE:
         f = rep.family("alone-repeat", family)
         assert f.verdict == itf.FAMILY_WITHIN
-        assert f.n_exceeding <= 1  # alpha=0.002 and the band: ~0 false flags in K cells
+        assert f.n_exceeding <= 1  # alpha=0.002 and the band: ~0 false flags in the family's cells
 
 
 def test_large_shift_flags_most_cells(report):
     rep, _ = report
     # 30% against 5% noise with 20 samples a side: every cell on its own.
     f = rep.family("concurrent-load", "time_host_latency")
-    assert f.n_exceeding >= 0.9 * K
+    assert f.n_exceeding >= 0.9 * N_CELLS["time_host_latency"]
     flagged = [c for c in rep.cells if c.condition == "concurrent-load" and c.status == itf.EXCEEDS]
     assert all(c.p_value < rep.alpha and abs(c.shift) > c.band for c in flagged)
 
@@ -235,8 +239,8 @@ def test_cells_without_samples_or_ci_are_insufficient():
         (r.benchmark, r.params) for r in (cond[0], alone[1])
     }
     fam = CELLS[0][0].rsplit(".", 1)[1]
-    assert sum(f.n_cells for f in rep.families) == 2 * K - 2
-    assert rep.family("concurrent-suite", fam).n_cells < K
+    assert sum(f.n_cells for f in rep.families) == len(CELLS) - 2
+    assert rep.family("concurrent-suite", fam).n_cells < N_CELLS[fam]
 
 
 def test_inputs_are_validated():
@@ -323,7 +327,7 @@ def test_outputs(report, tmp_path):
     assert {(f["condition"], f["family"]) for f in data["families"]} == {
         (c, f) for c in INJECTED for f in NOISE
     }
-    assert len(data["cells"]) == len(INJECTED) * 2 * K
+    assert len(data["cells"]) == len(INJECTED) * len(CELLS)
     assert data["policy"] == json.loads(paths["policy"].read_text())
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fig = itf.figure(rep)
@@ -332,9 +336,9 @@ def test_outputs(report, tmp_path):
         "host latency",
     ]
     # one point per cell and compared condition, on the cells' axis
-    for ax in fig.axes:
+    for ax, family in zip(fig.axes, ("time_device_cold", "time_host_latency"), strict=True):
         n_points = sum(len(c.get_offsets()) for c in ax.collections[1:])
-        assert n_points == len(INJECTED) * K
+        assert n_points == len(INJECTED) * N_CELLS[family]
 
 
 def write_results(results_dir, recs, commit=COMMIT, machine="h200"):
@@ -421,9 +425,13 @@ def test_cli_reads_result_dirs(tmp_path, capsys):
         ("concurrent-load", "time_device_cold"): "exceeds-noise",
     }
     shifts = {(f["condition"], f["family"]): f["median_shift"] for f in data["families"]}
-    se_host = se_of_median_shift(NOISE["time_host_latency"], N_SAMPLES, K)
+    se_host = se_of_median_shift(
+        NOISE["time_host_latency"], N_SAMPLES, N_CELLS["time_host_latency"]
+    )
     assert shifts[("concurrent-suite", "time_host_latency")] == pytest.approx(0.3, abs=6 * se_host)
-    assert len(data["cells"]) == 2 * 2 * K  # every cell of the commit asked for, both conditions
+    assert len(data["cells"]) == 2 * len(
+        CELLS
+    )  # every cell of the commit asked for, both conditions
     policy = json.loads((out / "policy.json").read_text())
     # Decided by the suite condition (what shard-run does to its neighbours), not the load.
     assert policy["exclusive"] == [r"\.time_host_latency$"]
@@ -506,7 +514,13 @@ def fake_nvidia_smi(bin_dir: Path, names=("Fake GPU", "Fake GPU"), busy="") -> P
 
 
 def script(args, tmp_path, cwd=None, timeout=60, **env):
-    full = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env}
+    # The python running these tests has torch, whatever python3 on PATH is.
+    full = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "LTX2K_PYTHON": sys.executable,
+        **env,
+    }
     return subprocess.run(
         ["bash", str(SCRIPT), *args],
         cwd=cwd or SCRIPT.parents[1],
