@@ -683,6 +683,9 @@ _OFFLINE = textwrap.dedent(
             "v2": len(re.findall(r"(?:ld|st)\\.global(?:\\.\\w+)*\\.v2", ptx)),
             "order": "".join("L" if "LDG" in l else "S" for l in sass.splitlines()
                              if "LDG" in l or "STG" in l),
+            "bf16_fma": len(re.findall(r"\\bfma\\.rn(?:\\.\\w+)*\\.bf16", ptx)),
+            "bf16_mul": len(re.findall(r"\\bmul(?:\\.\\w+)*\\.bf16", ptx)),
+            "f32_mul": len(re.findall(r"\\bmul(?:\\.rn)?\\.f32", ptx)),
         }
 
     rope_types = ["*bf16"] * 4 + ["i32"] * 10
@@ -704,6 +707,10 @@ _OFFLINE = textwrap.dedent(
                              {"BLOCK_D": block_d, "D_CONST": 0}, warps)
     out["slab_dconst"] = build(adaln._ada_values9_grid_kernel, ["*bf16"] * 3 + ["i32"] * 3,
                                {"BLOCK_D": block_d, "D_CONST": 4096}, warps)
+    from ltx2k.kernels import rope_backward
+    out["rope_backward"] = build(rope_backward._split_rope_backward_kernel,
+                                 ["*bf16"] * 4 + ["i32"] * 10,
+                                 {"BLOCK_HEADS": 16, "BLOCK_HALF": 64}, 4)
     print(json.dumps(out))
     """
 )
@@ -753,6 +760,17 @@ def test_offline_tiled_widens_head_dim_64_accesses_at_full_occupancy(offline):
     assert offline["tiled_d64"]["v2"] > 0
     for name in ("tiled", "tiled_d64"):
         assert offline[name]["regs"] <= 32, offline[name]
+
+
+@pytest.mark.slow
+def test_offline_rope_backward_rounds_every_product_in_fp32(offline):
+    """Written as ``(g * c).to(bf16).to(fp32)`` the backward compiled to one ``mul.bf16``
+    and one ``fma.rn.bf16`` per output, so the second product was never rounded and the
+    x gradient was one bf16 ulp off eager autograd on the H200. Its products must be
+    fp32 multiplies (4 per pair of outputs), none fused into a bf16 fma."""
+    bwd = offline["rope_backward"]
+    assert bwd["bf16_fma"] == 0 and bwd["bf16_mul"] == 0, bwd
+    assert bwd["f32_mul"] > 0 and bwd["f32_mul"] % 4 == 0, bwd
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 
 import pytest
@@ -40,6 +41,30 @@ def test_gate_refuses_a_wrong_variant(monkeypatch):
     monkeypatch.setattr(cases, "variant_fn", lambda k, v, launch="auto": wrong)
     with pytest.raises(gate.CorrectnessError, match="not bit-identical"):
         gate.check_case("split_rope", "blocked", shape, runtime.device())
+
+
+def test_gate_lets_the_compiled_peer_compile_once_per_shape():
+    """The gate checks the static-shape torch.compile peer at every shape in one
+    process (10 RoPE shapes on a GPU): past dynamo's recompile limit (8) fullgraph=True
+    made the ninth a hard error, and the main job stopped before any benchmark."""
+    import torch._dynamo
+
+    def ref(t):
+        return t * 2 + 1
+
+    fn = torch.compile(ref, fullgraph=True, dynamic=False, backend="eager")
+    n = 12
+    with torch._dynamo.config.patch(recompile_limit=8):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="recompile|fullgraph"):
+            for i in range(1, n + 1):
+                fn(torch.ones(i))
+        torch._dynamo.reset()
+        with gate._recompiles_allowed(n):
+            for i in range(1, n + 1):
+                assert torch.equal(fn(torch.ones(i)), torch.full((i,), 3.0))
+        assert torch._dynamo.config.recompile_limit == 8  # restored
+    torch._dynamo.reset()
 
 
 def test_compiled_peer_is_deterministic_and_rounds_like_eager():
@@ -202,8 +227,9 @@ import torch
 from ltx2k import runtime
 from ltx2k.measure.forked import run_forked
 
+from ltx2k.measure import forked
 runtime.warm_before_fork()
-parent = {"cuda_initialized": torch.cuda.is_initialized()}
+parent = {"cuda_initialized": torch.cuda.is_initialized(), "driver": forked.cuda_initialized()}
 
 def child():
     # The child still creates its own context and runs a kernel, bit-exact.
@@ -232,8 +258,73 @@ def test_on_a_gpu_the_parent_warms_without_initialising_cuda():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["parent"] == {"cuda_initialized": False}, got
+    assert got["parent"] == {"cuda_initialized": False, "driver": False}, got
     assert got["child"] == {"equal": True}, got
+
+
+_GPU_DRIVER_CHECK = """
+import json, os
+os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+import torch
+from ltx2k.measure import forked
+before = forked.cuda_initialized()
+torch.cuda.is_available()  # without NVML: cudaGetDeviceCount, which calls cuInit
+print(json.dumps([before, torch.cuda.is_initialized(), forked.cuda_initialized()]))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_driver_initialised_without_torch_is_seen():
+    """torch.cuda.is_available() without the NVML check initialises the driver but not
+    torch: a forked child then fails with cudaErrorInitializationError, so run_isolated
+    must see it and spawn instead."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_NVML_BASED_CUDA_CHECK"}
+    out = subprocess.run(
+        [sys.executable, "-c", _GPU_DRIVER_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False, True]
+
+
+def test_driver_state_is_asked_only_where_libcuda_is_loaded(monkeypatch, tmp_path):
+    import builtins
+    import ctypes
+
+    from ltx2k.measure import forked
+
+    maps = tmp_path / "maps"
+    real_open = builtins.open
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda f, *a, **k: real_open(maps if f == "/proc/self/maps" else f, *a, **k),
+    )
+    asked = []
+
+    class Lib:
+        def __init__(self, rc):
+            self.rc = rc
+
+        def cuDeviceGetCount(self, _):
+            asked.append(self.rc)
+            return self.rc
+
+    maps.write_text("7f00 r-xp /usr/lib/libc.so.6\n")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Lib(0))
+    assert forked._driver_initialized() is False and asked == []
+    maps.write_text("7f00 r-xp /usr/lib/x86_64-linux-gnu/libcuda.so.575.1\n")
+    assert forked._driver_initialized() is True
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Lib(forked._CU_NOT_INITIALIZED))
+    assert forked._driver_initialized() is False and asked == [0, 3]
 
 
 def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):

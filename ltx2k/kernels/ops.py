@@ -143,14 +143,16 @@ def _rope_backward_setup(ctx, inputs, output) -> None:
 
 def _rope_backward_grad(ctx, grad):
     # The backward is gx1 = g1*cos + g2*sin, gx2 = g2*cos - g1*sin: linear in g and in
-    # (cos, sin). Its transpose in g is the rotation itself (the forward kernel); the
-    # cos/sin terms are eager ops, as in _rope_grad.
+    # (cos, sin). Its transpose in g is the rotation, with eager autograd's rounding
+    # (each product rounded, then the sum): the backward kernel with the sine negated,
+    # not the forward kernel, which adds the sine product unrounded. The cos/sin terms
+    # are eager ops, as in _rope_grad.
     g, cos, sin = ctx.saved_tensors
     need_g, need_cos, need_sin = ctx.needs_input_grad[:3]
     grad = grad.contiguous()
     gg = gcos = gsin = None
     if need_g:
-        gg = torch.ops.ltx2k.split_rope(grad, cos, sin, "blocked", "auto")
+        gg = torch.ops.ltx2k.split_rope_backward(grad, cos, -sin)
     if need_cos or need_sin:
         H, half = cos.shape[1], cos.shape[3]
         h = _halves(grad, H, half)

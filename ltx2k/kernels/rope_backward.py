@@ -27,6 +27,22 @@ from ltx2k.kernels import _launch
 
 
 @triton.jit
+def _round_bf16(v):
+    """fp32 -> the nearest bf16 (ties to even), kept as fp32, by integer operations.
+
+    Not ``v.to(tl.bfloat16).to(tl.float32)``: LLVM turns that cast pair after a
+    multiply, followed by an add, into bf16 arithmetic and then one bf16 ``fma``
+    (sm_90 PTX: ``mul.bf16`` + ``fma.rn.bf16``), which never rounds the second
+    product, one bit off eager autograd. The compiler cannot see through integer
+    operations on the bits.
+    """
+    bits = v.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    rounded = tl.where(v != v, bits, rounded)  # a NaN stays a NaN
+    return rounded.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _split_rope_backward_kernel(
     # pointers
     g_ptr,
@@ -69,13 +85,15 @@ def _split_rope_backward_kernel(
     c = c.to(tl.float32)
     sn = sn.to(tl.float32)
     # Each product rounds to bf16 on its own (eager's bf16 multiplies), then one fp32
-    # add of two bf16 values and one rounding at the store (eager's bf16 accumulation).
-    c1 = (g1 * c).to(tl.bfloat16).to(tl.float32)
-    c2 = (g2 * c).to(tl.bfloat16).to(tl.float32)
-    s1 = (g2 * sn).to(tl.bfloat16).to(tl.float32)
-    s2 = (g1 * sn).to(tl.bfloat16).to(tl.float32)
-    tl.store(out_row + first, (c1 + s1).to(tl.bfloat16), mask=mask)
-    tl.store(out_row + first + HALF, (c2 - s2).to(tl.bfloat16), mask=mask)
+    # add of two bf16 values and one rounding (eager's bf16 accumulation).
+    c1 = _round_bf16(g1 * c)
+    c2 = _round_bf16(g2 * c)
+    s1 = _round_bf16(g2 * sn)
+    s2 = _round_bf16(g1 * sn)
+    # Rounded here too, so the store's conversion is exact (also in the interpreter,
+    # whose fp32->bf16 conversion truncates).
+    tl.store(out_row + first, _round_bf16(c1 + s1).to(tl.bfloat16), mask=mask)
+    tl.store(out_row + first + HALF, _round_bf16(c2 - s2).to(tl.bfloat16), mask=mask)
 
 
 def split_rope_backward(g: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -19,9 +19,38 @@ from collections.abc import Callable
 
 
 def cuda_initialized() -> bool:
-    """Whether this process has created a CUDA context (without importing torch)."""
+    """Whether this process has initialised CUDA (without importing torch).
+
+    torch's own flag first; then the driver's: something other than torch (Triton's
+    driver utilities, a C++ extension, another library) may have called ``cuInit``,
+    and a forked child of such a process fails its first CUDA call with
+    ``cudaErrorInitializationError``.
+    """
     torch = sys.modules.get("torch")
-    return torch is not None and torch.cuda.is_initialized()
+    if torch is not None and torch.cuda.is_initialized():
+        return True
+    return _driver_initialized()
+
+
+# CUDA_ERROR_NOT_INITIALIZED: the driver API's answer before cuInit
+_CU_NOT_INITIALIZED = 3
+
+
+def _driver_initialized() -> bool:
+    """Whether ``cuInit`` ran in this process: only if libcuda is loaded already (a
+    process that never loaded it cannot have), asked without initialising it."""
+    try:
+        with open("/proc/self/maps") as f:
+            if "libcuda.so" not in f.read():
+                return False
+        import ctypes
+
+        count = ctypes.c_int()
+        return ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count)) != (
+            _CU_NOT_INITIALIZED
+        )
+    except (OSError, AttributeError):  # no /proc (not Linux), or no such library
+        return False
 
 
 def run_forked(fn: Callable[[], dict]) -> tuple[dict, float]:
