@@ -306,6 +306,22 @@ def test_plots_fit_their_canvas_and_label_every_panel(loaded, report, one_commit
             assert _no_overlap(labels), (name, ax.get_title())
 
 
+@pytest.mark.parametrize("data", [(20.0, 50.0), (19.99, 100.0), (1.96, 2.02), (8.04, 611.0)])
+def test_history_limits_leave_room_for_the_markers_at_both_ends(data):
+    """Limits on the 1-2-5 ticks, the data inside them with room for a marker: a value
+    on a tick (20.0 µs, H200 B2_S1536_H32_D128) used to sit on the panel's bottom edge."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.plot([0, 1], data, "o")
+    plots._limits_on_ticks(ax)
+    lo, hi = ax.get_ylim()
+    assert lo * plots._EDGE_ROOM <= min(data) and max(data) * plots._EDGE_ROOM <= hi
+    assert any(math.isclose(lo, s * 10.0**e) for s in plots._LOG_SUBS for e in range(-1, 4))
+    plt.close(fig)
+
+
 def test_a_wide_title_would_be_cut_off_without_fitting(loaded):
     """The check above can fail: one GPU at one commit used to cut its title."""
     records, _ = loaded

@@ -466,9 +466,15 @@ def _limits_on_ticks(ax) -> None:
         for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
         for s in _LOG_SUBS
     ]
-    below = max(t for t in ladder if t <= lo * (1 + 1e-9))
-    above = min(t for t in ladder if t >= hi * (1 - 1e-9) and t > below)
+    # Room for the markers: a value on a tick (20.0 µs) sat on the panel's edge, half cut.
+    below = max(t for t in ladder if t <= lo / _EDGE_ROOM)
+    above = min(t for t in ladder if t >= hi * _EDGE_ROOM and t > below)
     ax.set_ylim(below, above)
+
+
+# The least ratio between a panel's limit and the data nearest it: 0.04 decade, a
+# marker's radius on a one-decade panel.
+_EDGE_ROOM = 1.1
 
 
 def _tidy(ax) -> None:
