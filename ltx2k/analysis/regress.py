@@ -58,6 +58,7 @@ from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.history import commits as git_commits
 from ltx2k.history import series as hseries
 from ltx2k.history.records import Problem, Record, load_results
+from ltx2k.history.window import Window
 
 __all__ = [
     "EXIT_INSUFFICIENT",
@@ -82,9 +83,19 @@ DEFAULT_LAST = 20
 
 
 def regress(results_dir, head: str, **kwargs) -> Report:
-    """Load *results_dir* and :func:`compare`. Load problems travel in the report."""
-    records, problems = load_results(results_dir)
+    """Load *results_dir* (the window :func:`compare` judges) and :func:`compare`.
+    Load problems travel in the report."""
+    records, problems = load_results(results_dir, select=_window(head, **kwargs))
     return compare(records, head, problems=problems, **kwargs)
+
+
+def _window(head, *, baseline=None, last=None, repo=None, env=None, **_) -> Window | None:
+    """The commits :func:`compare` will read; None (load everything) for arguments it
+    refuses, so that its own error message is the one raised."""
+    try:
+        return Window(head, last=last, baseline=baseline, repo=repo, env=env)
+    except ValueError:
+        return None
 
 
 # Benchmarks a run skipped, failed or timed out are routine (variants timed for some
@@ -106,14 +117,17 @@ def problem_notices(problems: Iterable[Problem]) -> list[str]:
     return lines
 
 
-def check_head(records: Sequence[Record], head: str, results_dir, repo=None) -> None:
+def check_head(records: Iterable[Record | str], head: str, results_dir, repo=None) -> None:
     """ValueError when *head* is a short ref that no result starts with and no repo resolves.
+
+    *records*: the results, or the commits they are of (a :class:`Window`'s ``commits``).
 
     A full sha with no results is a commit not measured yet (the report says
     "not enough data", exit 3); anything shorter cannot be told from a typo.
     With *repo*, a branch name is valid, so nothing is refused here.
     """
-    known = any(r.commit.startswith(head.strip().lower()) for r in records)
+    records = {r if isinstance(r, str) else r.commit for r in records}
+    known = any(c.startswith(head.strip().lower()) for c in records)
     if repo is None and records and not known and len(head.strip()) != 40:
         raise ValueError(
             f"--head {head!r}: no result in --results {os.fspath(results_dir)!r} is of that "
@@ -157,10 +171,17 @@ def triage(
     log = sys.stderr if log is None else log
     if not os.path.isdir(results_dir):
         raise ValueError(f"--results {os.fspath(results_dir)!r} is not a directory of asv results")
-    records, problems = load_results(results_dir)
+    window = _window(head, baseline=baseline, last=last, repo=repo, env=env)
+    try:
+        records, problems = load_results(results_dir, select=window)
+    except ValueError:
+        # head or baseline refused while choosing the window: the full load and
+        # compare() name the problem files first, then raise the same error
+        window = None
+        records, problems = load_results(results_dir)
     for line in problem_notices(problems):
         print(f"ltx2k regress: {line}", file=log)
-    check_head(records, head, results_dir, repo)
+    check_head(window.commits if window is not None else records, head, results_dir, repo)
     return compare(
         records,
         head,

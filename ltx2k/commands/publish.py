@@ -28,11 +28,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="regress report to show (default: judge the newest commit along the last 20 commits)",
     )
     s.add_argument("--repo", default=None, help="git repo with the commits (default: the config's)")
-    s.add_argument(
+    from ltx2k.history.window import DRAWN
+
+    drawn = s.add_mutually_exclusive_group()
+    drawn.add_argument(
         "--last",
         type=at_least(int, 1),
-        default=None,
-        help="history plots: keep the last N commits",
+        default=DRAWN,
+        help=f"draw each GPU's last N commits, on asv's pages and the plots (default {DRAWN})",
+    )
+    drawn.add_argument(
+        "--all",
+        dest="last",
+        action="store_const",
+        const=None,
+        help="draw the whole history (time and memory grow with it)",
     )
     return s
 

@@ -19,13 +19,14 @@ None for results a plain ``asv run`` wrote, which name only the GPU model.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import json
 import math
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -87,6 +88,7 @@ class Record:
         default_factory=lambda: _EMPTY, compare=False, hash=False, repr=False
     )
     gpu_uuid: str | None = None  # "GPU-..." from shard-run's tag; None if the file has none
+    path: str = field(default="", compare=False, hash=False, repr=False)  # its result file
 
     @property
     def param_dict(self) -> dict[str, str]:
@@ -164,12 +166,26 @@ def _cut_short(text: str, pos: int) -> bool:
     return rest.startswith('"') and re.search(r'(?<!\\)"', rest[1:]) is None
 
 
-def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
+# What a window is chosen from: (machine, commit) -> (commit date, env names) of every
+# result file whose commit and date could be read.
+FileIndex = Mapping[tuple[str, str], tuple[int, frozenset]]
+
+
+def load_results(
+    results_dir, *, select: Callable[[FileIndex], set[tuple[str, str]]] | None = None
+) -> tuple[list[Record], list[Problem]]:
     """Read every ``<machine>/*.json`` under *results_dir*.
 
     Returns all records (failed ones too, with ``value=None``) sorted by
     machine, date, benchmark and params, and every problem found. Only a
     *results_dir* that is not a directory raises (``ValueError``).
+
+    *select* bounds the work by a window of commits: it is called once with the
+    :data:`FileIndex` of the whole history and returns the (machine, commit) pairs
+    to load. Files of other pairs are parsed once for their commit and date and
+    dropped, unchecked; a file whose commit or date cannot be read is always
+    loaded, so that its problem is reported. Memory then follows the window, and
+    time grows with the history by one JSON parse per file.
     """
     root = Path(os.fspath(results_dir))
     if not root.is_dir():
@@ -179,6 +195,7 @@ def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
     benchmarks = _load_benchmarks_json(root, problems)
     records: list[Record] = []
     unknown: dict[str, str] = {}
+    machine_dirs = []
     for machine_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         if machine_dir.name.startswith("."):
             continue  # .git of a store checkout, editor folders
@@ -204,7 +221,25 @@ def load_results(results_dir) -> tuple[list[Record], list[Problem]]:
                 )
             )
             continue
-        records.extend(_load_machine(machine_dir, benchmarks, problems, unknown))
+        machine_dirs.append(machine_dir)
+    keep = None
+    if select is not None:
+        peeked = {d.name: {p: _peek(p) for p in _result_files(d)} for d in machine_dirs}
+        index: dict[tuple[str, str], tuple[int, frozenset]] = {}
+        for machine, files in peeked.items():
+            for head in files.values():
+                if head is not None:
+                    date, envs = index.get((machine, head[0]), (head[1], frozenset()))
+                    index[(machine, head[0])] = (date, envs | {head[2]})
+        chosen = set(select(MappingProxyType(index)))
+        keep = {
+            p
+            for machine, files in peeked.items()
+            for p, head in files.items()
+            if head is None or (machine, head[0]) in chosen
+        }
+    for machine_dir in machine_dirs:
+        records.extend(_load_machine(machine_dir, benchmarks, problems, unknown, keep))
     for name, path in sorted(unknown.items()):
         problems.append(
             Problem(
@@ -554,14 +589,39 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
     return _EMPTY
 
 
-def _load_machine(
-    machine_dir: Path, benchmarks: dict, problems: list[Problem], unknown: dict[str, str]
-) -> list[Record]:
-    name = machine_dir.name
-    info = _load_machine_json(machine_dir, problems)
-    files = sorted(
+def _result_files(machine_dir: Path) -> list[Path]:
+    return sorted(
         p for p in machine_dir.iterdir() if p.suffix == ".json" and p.name != "machine.json"
     )
+
+
+def _peek(path: Path) -> tuple[str, int, str] | None:
+    """(commit, date, env name) of a result file, or None where any of them is unusable."""
+    try:
+        data = parse_json(_read_bytes(path).decode("utf-8"))
+    except Exception:  # any reason: the full load reports it
+        return None
+    if not isinstance(data, dict):
+        return None
+    commit, date, env = data.get("commit_hash"), data.get("date"), data.get("env_name")
+    if not isinstance(commit, str) or not _HEX.fullmatch(commit):
+        return None
+    if _number(date, MIN_DATE_MS, MAX_DATE_MS) is None:
+        return None
+    return commit, int(date), env if isinstance(env, str) else ""
+
+
+def _load_machine(
+    machine_dir: Path,
+    benchmarks: dict,
+    problems: list[Problem],
+    unknown: dict[str, str],
+    keep: set[Path] | None = None,
+) -> list[Record]:
+    """The records of one machine's result files (of those in *keep*, when given)."""
+    name = machine_dir.name
+    info = _load_machine_json(machine_dir, problems)
+    files = _result_files(machine_dir)
     if not files:
         problems.append(
             Problem(
@@ -576,6 +636,10 @@ def _load_machine(
 
     records: list[Record] = []
     usable = 0
+    if keep is not None:
+        files = [p for p in files if p in keep]
+        if not files:
+            return []  # none in the window: nothing to say about this machine
     for path in files:
         n_before = len(problems)
         data = _read_json(path, name, problems, "result file")
@@ -633,10 +697,22 @@ def _load_machine(
 # --- values ----------------------------------------------------------------------------
 
 
+# Every result file repeats the same few parameter values: checking and unquoting
+# each once, not once per cell of every file, is a third of a long history's load.
+@functools.lru_cache(maxsize=4096)
+def _param_value_problem(value: str) -> str | None:
+    return param_value_problem(value, "parameter value")
+
+
 def _unquote(value) -> str:
     """asv stores parameter values as repr() strings ("'blocked'"); return the plain text."""
     if not isinstance(value, str):
         return str(value)
+    return _unquote_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unquote_text(value: str) -> str:
     try:
         parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError):
@@ -725,6 +801,7 @@ def _records_of(
 ) -> list[Record]:
     out: list[Record] = []
     env = asv_compat.result_env_name(res)
+    where = str(path)  # one string shared by the file's records
     for name in sorted(res.get_all_result_keys()):
         why = names.benchmark(name) if isinstance(name, str) else "not a string"
         if why:
@@ -745,7 +822,7 @@ def _records_of(
         meta = meta or {}
         try:
             rows = _rows_of(res, name, meta)
-            cell_records, failed = _cells(res, name, meta, rows, machine, info, env, gpus)
+            cell_records, failed = _cells(res, name, meta, rows, machine, info, env, gpus, where)
         except _BadField as e:
             problems.append(
                 Problem(
@@ -783,7 +860,7 @@ def _records_of(
     return out
 
 
-def _cells(res, name, meta, rows, machine, info, env, gpus):
+def _cells(res, name, meta, rows, machine, info, env, gpus, path: str):
     """The records of one benchmark, every field checked; raises _BadField on the first bad one."""
     unit = str(meta.get("unit") or "")
     low, high = _value_range(unit)
@@ -791,7 +868,7 @@ def _cells(res, name, meta, rows, machine, info, env, gpus):
     out = []
     for (params, raw_value), value, stats, samples in rows:
         for _, v in params:
-            why = param_value_problem(v, "parameter value")
+            why = _param_value_problem(v)  # a str: _unquote made it
             if why:
                 raise _BadField("params", why)
         if value is None:
@@ -838,6 +915,7 @@ def _cells(res, name, meta, rows, machine, info, env, gpus):
                 env=str(env),
                 machine_info=info,
                 gpu_uuid=gpus.get(name),
+                path=path,
             )
         )
     return out, failed

@@ -41,6 +41,7 @@ from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
 from ltx2k.history.records import QUIET_KINDS, Problem, load_results, parse_json
 from ltx2k.history.store import exit_on_signals
+from ltx2k.history.window import DRAWN, Window
 from ltx2k.report import links, page
 
 # CDN URL in asv 0.6.6's www/index.html -> vendored file in ltx2k/report/static/vendor/.
@@ -127,7 +128,7 @@ def publish(
     *,
     regress_json: Report | str | os.PathLike | Mapping | None = None,
     repo: str | os.PathLike | None = None,
-    last: int | None = None,
+    last: int | None = DRAWN,
     log=None,
     asv_timeout: float = ASV_PUBLISH_TIMEOUT_S,
     loaded: tuple[list, list[Problem]] | None = None,
@@ -165,7 +166,7 @@ def publish(
 
     # *loaded*: load_results(results_dir) already done by the caller (publish_dashboard),
     # so a large history is read once, not once per step.
-    records, problems = loaded if loaded is not None else load_results(results)
+    records, problems = loaded if loaded is not None else load_drawn(results, last, repo)
     problems = list(problems)
     html.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(html)
@@ -194,7 +195,8 @@ def _build_and_swap(work, html, conf_path, results, repo, records, problems, rep
     build = work / "html"
     conf = _staged_conf(conf_path, build, repo)
     commit_base = _commit_base(conf)
-    staged = _stage_results(results, work / "results", conf, problems)
+    drawn = _drawn_files(records, last)
+    staged = _stage_results(results, work / "results", conf, problems, drawn)
     conf["results_dir"] = str(staged)
     tmp_conf = work / "asv.conf.json"
     tmp_conf.write_text(json.dumps(conf, indent=2), encoding="utf-8")
@@ -233,7 +235,7 @@ def publish_dashboard(
     *,
     regress_json: Report | str | os.PathLike | Mapping | None = None,
     repo: str | os.PathLike | None = None,
-    last: int | None = None,
+    last: int | None = DRAWN,
     log=None,
 ) -> PublishResult:
     """``ltx2k publish``: :func:`publish` with asv.conf.json's folders as defaults
@@ -249,14 +251,14 @@ def publish_dashboard(
     where = f"results_dir={str(results)!r}" if results_dir else f"results dir {str(results)!r}"
     if not results.is_dir():
         raise ValueError(f"{where} is not a directory (asv run or ltx2k store pull fills it)")
-    records, problems = load_results(results)
+    repo_dir = Path(repo).resolve() if repo else conf_repo
+    records, problems = load_drawn(results, last, repo_dir)
     if not records:
         # A dashboard of nothing would only hide that the results are missing.
         raise ValueError(
             f"{where} holds no asv results ({len(problems)} problem(s)); nothing published, "
             f"{str(html)!r} left as it was (fill it with ltx2k run or ltx2k store pull)"
         )
-    repo_dir = Path(repo).resolve() if repo else conf_repo
     if regress_json is None:
         regress_json = latest_vs_previous(
             results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
@@ -271,6 +273,36 @@ def publish_dashboard(
         log=log,
         loaded=(records, problems),
     )
+
+
+def load_drawn(results: Path, last: int | None, repo=None) -> tuple[list, list[Problem]]:
+    """The results of each GPU's last *last* commits (None: all), and the last
+    ``regress.DEFAULT_LAST`` at least, which :func:`latest_vs_previous` judges."""
+    if last is None:
+        return load_results(results)
+    from ltx2k.analysis import regress
+
+    n = max(last, regress.DEFAULT_LAST)
+    repo = Path(repo) if repo is not None and Path(repo).is_dir() else None
+    try:
+        return load_results(results, select=Window(last=n, repo=repo))
+    except ValueError:  # the newest commit is not in the repository: order by date
+        return load_results(results, select=Window(last=n))
+
+
+def _drawn_files(records, last: int | None) -> set[str] | None:
+    """The result files of each GPU's *last* newest commits (by commit date, as the
+    plots pick them); None, every file, for the whole history or records that were
+    not read from files."""
+    if last is None or any(not r.path for r in records):
+        return None
+    dates: dict[str, dict[str, int]] = {}
+    for r in records:
+        dates.setdefault(r.machine, {})[r.commit] = r.date
+    newest = {
+        (m, c) for m, of in dates.items() for c in sorted(of, key=lambda c: (of[c], c))[-last:]
+    }
+    return {os.path.realpath(r.path) for r in records if (r.machine, r.commit) in newest}
 
 
 def conf_dirs(
@@ -490,8 +522,12 @@ def _staged_conf(conf_path: Path, html: Path, repo) -> dict:
     return conf
 
 
-def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Problem]) -> Path:
-    """Copy what asv can publish into ``staged``; add a Problem for everything left out."""
+def _stage_results(
+    results: Path, staged: Path, conf: dict, problems: list[Problem], drawn: set[str] | None
+) -> Path:
+    """Copy what asv can publish into ``staged``; add a Problem for everything left out.
+
+    *drawn*: the result files the dashboard draws (None: all of them)."""
     staged.mkdir(parents=True)
     bad_files = {
         os.path.realpath(p.path)
@@ -536,6 +572,8 @@ def _stage_results(results: Path, staged: Path, conf: dict, problems: list[Probl
         for path in sorted(mdir.glob("*.json")):
             if path.name == "machine.json" or os.path.realpath(path) in bad_files:
                 continue
+            if drawn is not None and os.path.realpath(path) not in drawn:
+                continue  # outside the window
             if not _is_regular(path):
                 continue  # load_results already reported it
             if os.path.realpath(path) in strip:
