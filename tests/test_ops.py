@@ -179,30 +179,32 @@ def test_eager_forward_ad():
 @pytest.mark.parametrize("in_dims", [(0, None, None), (1, 0, 0), (None, 0, None)])
 def test_vmap_rope_folds_into_batch(in_dims):
     shape = ROPE_SHAPES[0]
-    stacks = [
-        torch.stack([a, b], dim=0) for a, b in zip(_rope(shape), _rope(shape, seed=4), strict=True)
-    ]
+    got, calls = _vmapped(
+        ltx2k.apply_ltx2_split_rotary_emb, _rope(shape), _rope(shape, seed=4), in_dims
+    )
+    for n, one in enumerate(calls):
+        assert _equal(got[n], reference.split_rotary_reference(*one))
+
+
+def _vmapped(fn, first, second, in_dims):
+    """fn vmapped over two stacked calls (a None dim takes the first call's tensor), and
+    the two calls' arguments one by one."""
+    stacks = [torch.stack([a, b], dim=0) for a, b in zip(first, second, strict=True)]
     args = [
         s.movedim(0, d) if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)
     ]
-    got = torch.vmap(ltx2k.apply_ltx2_split_rotary_emb, in_dims=in_dims)(*args)
-    for n in range(2):
-        one = [s[n] if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)]
-        assert _equal(got[n], reference.split_rotary_reference(*one))
+    calls = [
+        [s[n] if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)]
+        for n in range(2)
+    ]
+    return torch.vmap(fn, in_dims=in_dims)(*args), calls
 
 
 @pytest.mark.parametrize("in_dims", [(None, 0), (0, None), (0, 1)])
 def test_vmap_ada_folds_or_loops(in_dims):
     shape = ADA_SHAPES[0]
-    stacks = [
-        torch.stack([a, b], dim=0) for a, b in zip(_ada(shape), _ada(shape, seed=4), strict=True)
-    ]
-    args = [
-        s.movedim(0, d) if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)
-    ]
-    got = torch.vmap(ltx2k.ltx2_ada_values9, in_dims=in_dims)(*args)
-    for n in range(2):
-        one = [s[n] if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)]
+    got, calls = _vmapped(ltx2k.ltx2_ada_values9, _ada(shape), _ada(shape, seed=4), in_dims)
+    for n, one in enumerate(calls):
         want = reference.ada_values9_reference(*one)
         assert all(_equal(a[n], b) for a, b in zip(got, want, strict=True))
 

@@ -117,21 +117,27 @@ def _rope_grad(ctx, grad):
     x, cos, sin = ctx.saved_tensors
     need_x, need_cos, need_sin = ctx.needs_input_grad[:3]
     grad = grad.contiguous()
-    gx = gcos = gsin = None
+    gx = None
     if need_x:
         gx = torch.ops.ltx2k.split_rope_backward(grad, cos, sin)
-    if need_cos or need_sin:
-        # The small gradients are eager ops in the order eager autograd through the
-        # reference runs them (one bf16 rounding per product, then per sum), so they
-        # match it bit for bit; no kernel is worth it for tensors B*S times smaller.
-        H, half = cos.shape[1], cos.shape[3]
-        g = _halves(grad, H, half)
-        xs = _halves(x, H, half)
-        if need_cos:
-            gcos = (g * xs).sum(-2)
-        if need_sin:
-            gsin = g[..., 1, :] * xs[..., 0, :] - g[..., 0, :] * xs[..., 1, :]
+    gcos, gsin = _cos_sin_grads(grad, x, cos, need_cos, need_sin)
     return gx, gcos, gsin, None, None
+
+
+def _cos_sin_grads(a, b, cos, need_cos: bool, need_sin: bool):
+    """The cos and sin gradients of a split rotation, from a gradient *a* and what it
+    multiplies, *b*, each split in halves: the sum of a*b over the halves, a2*b1 - a1*b2.
+
+    Eager ops in the order eager autograd through the reference runs them (one bf16
+    rounding per product, then per sum), so they match it bit for bit; no kernel is
+    worth it for tensors B*S times smaller."""
+    if not (need_cos or need_sin):
+        return None, None
+    H, half = cos.shape[1], cos.shape[3]
+    a, b = _halves(a, H, half), _halves(b, H, half)
+    gcos = (a * b).sum(-2) if need_cos else None
+    gsin = a[..., 1, :] * b[..., 0, :] - a[..., 0, :] * b[..., 1, :] if need_sin else None
+    return gcos, gsin
 
 
 split_rope.register_autograd(_rope_grad, setup_context=_rope_setup)
@@ -150,17 +156,11 @@ def _rope_backward_grad(ctx, grad):
     g, cos, sin = ctx.saved_tensors
     need_g, need_cos, need_sin = ctx.needs_input_grad[:3]
     grad = grad.contiguous()
-    gg = gcos = gsin = None
+    gg = None
     if need_g:
         gg = torch.ops.ltx2k.split_rope_backward(grad, cos, -sin)
-    if need_cos or need_sin:
-        H, half = cos.shape[1], cos.shape[3]
-        h = _halves(grad, H, half)
-        gs = _halves(g, H, half)
-        if need_cos:
-            gcos = (h * gs).sum(-2)
-        if need_sin:
-            gsin = h[..., 0, :] * gs[..., 1, :] - h[..., 1, :] * gs[..., 0, :]
+    # products commute exactly, so (g, grad) in that order is the same bits
+    gcos, gsin = _cos_sin_grads(g, grad, cos, need_cos, need_sin)
     return gg, gcos, gsin
 
 
