@@ -219,12 +219,27 @@ class _Block(torch.nn.Module):
 
 
 def test_export_records_the_ops():
-    args = (*_rope(ROPE_SHAPES[0]), *_ada(shapes.AdaShape(2, 3, 8, "bf16")))
+    _export_and_compare((*_rope(ROPE_SHAPES[0]), *_ada(shapes.AdaShape(2, 3, 8, "bf16"))))
+
+
+def _export_and_compare(args) -> None:
+    """torch.export of both functions keeps them as the ltx2k ops, and the exported
+    program gives the references' bits."""
     ep = torch.export.export(_Block(), args)
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
     assert {"ltx2k.split_rope.default", "ltx2k.ada_values9.default"} <= targets, targets
-    for a, b in zip(ep.module()(*args), _Block()(*args), strict=True):
+    want = (
+        reference.split_rotary_reference(*args[:3]),
+        *(reference.ada_values9_reference(*args[3:])[i] for i in (0, 8)),
+    )
+    for a, b in zip(ep.module()(*args), want, strict=True):
         assert _equal(a, b)
+
+
+@gpu
+@pytest.mark.gpu
+def test_gpu_export_records_the_ops():
+    _export_and_compare((*_rope(GPU_ROPE[1], device="cuda"), *_ada(GPU_ADA[0], device="cuda")))
 
 
 def test_meta_inputs_give_meta_outputs():
