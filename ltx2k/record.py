@@ -10,9 +10,12 @@ its exit), for a caller that cannot be edited, such as a serving process.
 A signature is the kernel and, per tensor argument, its shape, strides, dtype and
 storage offset; the file adds what follows from them (RoPE's cos/sin layout, each
 tensor's offset alignment). Cost: outside a recording, one test of a global per
-call; inside, a key of the arguments' metadata and one dictionary update under a
-lock. Recording never raises into a kernel call: a call that cannot be recorded
-(while torch.compile traces, symbolic shapes, a non-tensor argument) is skipped.
+call; inside, one C call (the native module's ``shape_count``) that keys the
+tensors' metadata and updates one dictionary per recording. Where the native module
+is not built (the CPU interpreter, no compiler) or a tensor is not plain (a tensor
+subclass, a functorch wrapper), the key is built in Python. Recording never raises
+into a kernel call: a call that cannot be recorded (while torch.compile traces,
+symbolic shapes, a non-tensor argument) is skipped.
 
 Several recordings, threads or processes may write one file: each merges its
 counts into it under a file lock and replaces it in one rename, so no count is
@@ -44,6 +47,10 @@ ARGS: dict[str, tuple[str, ...]] = {
 # Offset alignments are reported up to the widest vector access a kernel makes (bytes).
 MAX_ALIGNMENT = 16
 
+# The native key's first word (shape_count in ltx2k/kernels/_native.cpp).
+KERNEL_IDS = {kernel: i for i, kernel in enumerate(ARGS)}
+KERNELS_BY_ID = dict(enumerate(ARGS))
+
 # The recordings calls go to; empty outside any (the one test a call pays then).
 _ACTIVE: tuple[Recording, ...] = ()
 _ACTIVE_LOCK = threading.Lock()
@@ -62,11 +69,63 @@ def _count(kernel: str, args: tuple) -> None:
         # graph replays without entering Python at all.
         if _is_compiling():
             return
+        counter = _COUNTER if _COUNTER.ready else _COUNTER.bind()
+        if counter.count is not None and counter.count(_ACTIVE, KERNEL_IDS[kernel], *args):
+            return
         key = (kernel, *((t.shape, t.stride(), t.dtype, t.storage_offset()) for t in args))
-        for recording in _ACTIVE:
-            recording.add(key)
+        counter.add(_ACTIVE, key, 1)
     except Exception:  # symbolic shapes, a non-tensor argument: the call goes on unrecorded
         pass
+
+
+class _Counter:
+    """How counts are added: through the native module where it is built (one C call, atomic
+    under the GIL), else in Python under each recording's lock. Chosen at the first counted
+    call (the native module is built or loaded then anyway, for the launch itself), once
+    per process, so one process never mixes the two."""
+
+    def __init__(self):
+        self.ready = False
+        self.count = None  # native shape_count(recordings, kernel_id, *tensors) -> bool
+        self.add = _python_add  # (recordings, key, n)
+        self.dtype = None  # native scalar_type_dtype(code) -> torch.dtype
+
+    def bind(self, module=None) -> _Counter:
+        if module is None:
+            from ltx2k.kernels import _native
+
+            module = _native.module()
+        if module is not None:
+            self.count, self.add = module.shape_count, module.shape_add
+            self.dtype = module.scalar_type_dtype
+        self.ready = True
+        return self
+
+
+def _python_add(recordings: tuple, key: tuple, n: int) -> None:
+    for recording in recordings:
+        with recording._lock:
+            recording._counts[key] = recording._counts.get(key, 0) + n
+
+
+_COUNTER = _Counter()
+
+
+def _decode(key: bytes | tuple) -> tuple:
+    """(kernel, (shape, stride, dtype, storage offset) per tensor) of a counted key: the
+    Python path's tuple, or the native path's int64 words (see shape_count in
+    ltx2k/kernels/_native.cpp)."""
+    if isinstance(key, tuple):
+        return key
+    words = memoryview(key).cast("q").tolist()
+    kernel, i, metas = KERNELS_BY_ID[words[0]], 1, []
+    while i < len(words):
+        dim = words[i]
+        shape, stride = words[i + 1 : i + 1 + dim], words[i + 1 + dim : i + 1 + 2 * dim]
+        code, offset = words[i + 1 + 2 * dim], words[i + 2 + 2 * dim]
+        metas.append((tuple(shape), tuple(stride), _COUNTER.dtype(code), offset))
+        i += 3 + 2 * dim
+    return (kernel, *metas)
 
 
 class Recording:
@@ -75,12 +134,10 @@ class Recording:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._counts: dict[tuple, int] = {}
+        # Replaced, never cleared in place: a count added while write() swaps it lands in
+        # the dict write() takes or in the new one.
+        self._counts: dict[bytes | tuple, int] = {}
         _check_writable(self.path)
-
-    def add(self, key: tuple) -> None:
-        with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
 
     def forget(self) -> None:
         """Drop the counts so far (in a forked child: its parent writes them)."""
@@ -93,15 +150,14 @@ class Recording:
             counts, self._counts = self._counts, {}
         if not counts:
             return
-        ours = [_signature(key, n) for key, n in counts.items()]
         try:
+            ours = [_signature(_decode(key), n) for key, n in counts.items()]
             with _file_lock(self.path):
                 merged = merge(read(self.path)["signatures"] if self.path.exists() else [], ours)
                 _replace(self.path, {"format": FORMAT, "signatures": merged})
         except BaseException:
-            with self._lock:  # not written: keep them for a later write
-                for key, n in counts.items():
-                    self._counts[key] = self._counts.get(key, 0) + n
+            for key, n in counts.items():  # not written: keep them for a later write
+                _COUNTER.add((self,), key, n)
             raise
 
 

@@ -24,6 +24,21 @@ ROPE = shapes.RopeShape(1, 3, 2, 16)
 ADA = shapes.AdaShape(2, 1, 32, "fp32")
 
 
+@pytest.fixture(params=["python", "native"])
+def counter(request, monkeypatch):
+    """Each counting test runs with both counters: the Python one (the interpreter's) and
+    the native module's C one (a GPU process's), built here against the installed torch."""
+    fresh = record._Counter()
+    if request.param == "native":
+        from ltx2k.kernels import _native
+
+        fresh.bind(_native.build())
+        assert fresh.count is not None
+    fresh.ready = True  # the Python counter: as where no native module is built
+    monkeypatch.setattr(record, "_COUNTER", fresh)
+    return fresh
+
+
 def _rope_args(transposed: bool):
     return cases.rope_inputs(ROPE, DEVICE, seed=1, transposed=transposed)
 
@@ -37,7 +52,7 @@ def _calls(path) -> dict[tuple[str, str], int]:
     return out
 
 
-def test_two_layouts_give_two_entries_with_counts(tmp_path):
+def test_two_layouts_give_two_entries_with_counts(counter, tmp_path):
     path = tmp_path / "calls.json"
     token, head = _rope_args(True), _rope_args(False)
     with ltx2k.record_shapes(path):
@@ -63,7 +78,7 @@ def test_two_layouts_give_two_entries_with_counts(tmp_path):
     }
 
 
-def test_a_second_recording_adds_its_counts_to_the_file(tmp_path):
+def test_a_second_recording_adds_its_counts_to_the_file(counter, tmp_path):
     path = tmp_path / "calls.json"
     args = _rope_args(True)
     for n in (2, 5):
@@ -73,7 +88,7 @@ def test_a_second_recording_adds_its_counts_to_the_file(tmp_path):
     assert _calls(path) == {("split_rope", "token_major"): 7}
 
 
-def test_storage_offset_alignment_is_recorded(tmp_path):
+def test_storage_offset_alignment_is_recorded(counter, tmp_path):
     path = tmp_path / "calls.json"
     x, cos, sin = _rope_args(True)
     big = torch.empty(x.numel() + 3, dtype=x.dtype, device=x.device)
@@ -94,7 +109,7 @@ def test_outside_a_recording_nothing_is_active_and_nothing_written(tmp_path):
     assert not path.exists()  # nothing recorded: nothing written
 
 
-def test_concurrent_threads_lose_no_count(tmp_path):
+def test_concurrent_threads_lose_no_count(counter, tmp_path):
     path = tmp_path / "calls.json"
     x, cos, sin = _rope_args(True)
     n_threads, n_calls = 4, 5000
@@ -129,7 +144,7 @@ def _child(path, transposed, n, barrier):
             record.note("split_rope", x, cos, sin)
 
 
-def test_concurrent_processes_lose_no_entry(tmp_path):
+def test_concurrent_processes_lose_no_entry(counter, tmp_path):
     path = tmp_path / "calls.json"
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(4)
@@ -143,7 +158,7 @@ def test_concurrent_processes_lose_no_entry(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))  # every write renamed its temporary file
 
 
-def test_a_call_that_cannot_be_recorded_still_runs(tmp_path):
+def test_a_call_that_cannot_be_recorded_still_runs(counter, tmp_path):
     path = tmp_path / "calls.json"
     with ltx2k.record_shapes(path):
         with pytest.raises(TypeError, match="x must be a torch.Tensor"):
@@ -153,7 +168,7 @@ def test_a_call_that_cannot_be_recorded_still_runs(tmp_path):
     assert _calls(path) == {("split_rope", "token_major"): 1}
 
 
-def test_meta_tensors_are_recorded_and_compiled_traces_are_not(tmp_path, monkeypatch):
+def test_meta_tensors_are_recorded_and_compiled_traces_are_not(counter, tmp_path, monkeypatch):
     path = tmp_path / "calls.json"
     meta = [t.to("meta") for t in _rope_args(True)]
     with ltx2k.record_shapes(path):
@@ -199,7 +214,8 @@ def test_a_read_only_directory_is_an_error_at_entry(tmp_path):
 def test_a_file_broken_meanwhile_is_kept_and_the_counts_too(tmp_path):
     path = tmp_path / "calls.json"
     recording = record.Recording(path)
-    recording.add(("split_rope", *[(t.shape, t.stride(), t.dtype, 0) for t in _rope_args(True)]))
+    key = ("split_rope", *[(t.shape, t.stride(), t.dtype, 0) for t in _rope_args(True)])
+    record._COUNTER.add((recording,), key, 1)
     path.write_text("not mine")
     with pytest.raises(ValueError, match="not a shape record"):
         recording.write()
@@ -291,3 +307,81 @@ def test_a_child_forked_inside_a_recording_writes_its_own_calls_only(tmp_path):
         for _ in range(2):
             record.note("split_rope", *args)
     assert _calls(path) == {("split_rope", "token_major"): 3 + 1 + 2}
+
+
+# --- the native counter against the Python one --------------------------------------
+
+
+def _native_module():
+    from ltx2k.kernels import _native
+
+    return _native.build()
+
+
+def _views():
+    """Tensors whose signatures differ in every field the key holds."""
+    base = torch.arange(2 * 3 * 4 * 8, dtype=torch.float32).view(2, 3, 4, 8)
+    return [
+        base,
+        base.transpose(1, 2),  # strides
+        base[:, 1:],  # storage offset
+        base.to(torch.bfloat16),  # dtype
+        base.reshape(6, 32),  # rank
+        torch.empty(2, 3, device="meta"),
+        torch.empty(0, 5),
+    ]
+
+
+def test_the_native_key_decodes_to_the_python_key(tmp_path, monkeypatch):
+    mod = _native_module()
+    monkeypatch.setattr(record, "_COUNTER", record._Counter().bind(mod))
+    for t in _views():
+        rec = record.Recording(tmp_path / "calls.json")
+        assert mod.shape_count((rec,), record.KERNEL_IDS["ada_values9"], t, t.mT) is True
+        (key,) = rec._counts
+        assert isinstance(key, bytes) and rec._counts[key] == 1
+        metas = ((u.shape, u.stride(), u.dtype, u.storage_offset()) for u in (t, t.mT))
+        assert record._decode(key) == ("ada_values9", *metas)
+
+
+def test_the_native_counter_declines_what_it_cannot_read_and_python_counts_it(
+    tmp_path, monkeypatch
+):
+    """A tensor subclass goes to the Python key, and both keys of one signature end as one
+    entry of the file with their counts summed."""
+    mod = _native_module()
+
+    class Sub(torch.Tensor):
+        pass
+
+    x, cos, sin = _rope_args(True)
+    rec = record.Recording(tmp_path / "calls.json")
+    assert mod.shape_count((rec,), 0, x.as_subclass(Sub), cos, sin) is False
+    assert mod.shape_count((rec,), 0, x, cos, "not a tensor") is False
+    assert rec._counts == {}
+    monkeypatch.setattr(record, "_COUNTER", record._Counter().bind(mod))
+    record._start(rec)
+    try:
+        record.note("split_rope", x, cos, sin)
+        record.note("split_rope", x.as_subclass(Sub), cos, sin)
+    finally:
+        record._stop(rec)
+    assert sorted(type(k).__name__ for k in rec._counts) == ["bytes", "tuple"]
+    rec.write()
+    assert _calls(tmp_path / "calls.json") == {("split_rope", "token_major"): 2}
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda m: m.shape_count(), TypeError),
+        (lambda m: m.shape_count([], 0), TypeError),
+        (lambda m: m.shape_count((object(),), 0, torch.zeros(1)), AttributeError),
+        (lambda m: m.shape_add((), b"k"), TypeError),
+        (lambda m: m.scalar_type_dtype(10_000), ValueError),
+    ],
+    ids=["no_args", "not_a_tuple", "not_a_recording", "no_count", "bad_code"],
+)
+def test_the_native_counter_raises_python_errors_on_bad_arguments(call, error):
+    with pytest.raises(error):
+        call(_native_module())

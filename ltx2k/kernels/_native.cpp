@@ -43,6 +43,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <dlfcn.h>
@@ -202,7 +203,7 @@ std::mutex g_new_site_mutex;
 PyObject* g_runtime_knobs = nullptr;
 PyObject* g_compilation_knobs = nullptr;
 PyObject *s_enter, *s_exit, *s_calls, *s_debug, *s_instrumentation, *s_pre_run_hooks,
-    *s_device_caches;
+    *s_device_caches, *s_counts;
 
 // Tests set this to make the next call/probe/record throw inside its try block: the
 // only way to run those catch paths on purpose (nothing valid throws there).
@@ -782,7 +783,141 @@ PyObject* inject_fault(PyObject*, PyObject* obj) {
   });
 }
 
+// --- the shape recorder's counter (ltx2k/workload/record.py) ----------------------------
+//
+// Why here: a recording counts every call of the public functions, and keying one call
+// from Python (twelve tensor attribute reads, a tuple of tuples, its hash) cost more than
+// the kernel call's own host path on the H200. In C it is one call: the key is the
+// tensors' metadata packed into one bytes object, cheap to build and to hash.
+
+// Tensors whose sizes and strides are the caller's own view (not a functorch wrapper's
+// physical layout, not a Python subclass's) and can be read without throwing. Storage
+// and device do not matter: a meta tensor's signature is recorded too.
+bool recordable(PyObject* obj) {
+  if (!THPVariable_CheckExact(obj)) return false;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (!t.defined()) return false;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->key_set().has_any(kNotReplayable) || impl->is_python_dispatch()) return false;
+  return impl->layout() == c10::kStrided && !impl->is_nested() &&
+         !impl->has_symbolic_sizes_strides();
+}
+
+// Adds n to key's count in every recording's `_counts` dict. The read and the write are
+// one step for other threads: nothing between them can run Python code (bytes and tuple
+// keys hash and compare in C) or release the GIL; without a GIL, the dict's own
+// critical section makes them one.
+bool add_to_counts(PyObject* recordings, PyObject* key, long long n) {
+  const Py_ssize_t m = PyTuple_GET_SIZE(recordings);
+  for (Py_ssize_t i = 0; i < m; ++i) {
+    PyObject* counts = PyObject_GetAttr(PyTuple_GET_ITEM(recordings, i), s_counts);
+    if (counts == nullptr) return false;
+    if (!PyDict_CheckExact(counts)) {
+      Py_DECREF(counts);
+      PyErr_SetString(PyExc_TypeError, "a recording's _counts must be a dict");
+      return false;
+    }
+    bool ok = false;
+#ifdef Py_GIL_DISABLED
+    Py_BEGIN_CRITICAL_SECTION(counts);
+#endif
+    PyObject* old = PyDict_GetItemWithError(counts, key);  // borrowed
+    long long before = 0;
+    if (old != nullptr) before = PyLong_AsLongLong(old);
+    if (!PyErr_Occurred()) {
+      PyObject* now = PyLong_FromLongLong(before + n);
+      ok = now != nullptr && PyDict_SetItem(counts, key, now) == 0;
+      Py_XDECREF(now);
+    }
+#ifdef Py_GIL_DISABLED
+    Py_END_CRITICAL_SECTION();
+#endif
+    Py_DECREF(counts);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+PyObject* tuple_arg(PyObject* obj) {
+  if (!PyTuple_CheckExact(obj)) {
+    PyErr_SetString(PyExc_TypeError, "recordings must be a tuple");
+    return nullptr;
+  }
+  return obj;
+}
+
+// shape_count(recordings, kernel_id, *tensors) -> bool: count the call's signature in
+// every recording; False (nothing counted) where a tensor is not recordable(). The key:
+// kernel_id, then per tensor dim, sizes, strides, scalar type, storage offset (int64s;
+// record.py decodes it).
+PyObject* shape_count(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return guarded([&]() -> PyObject* {
+    if (nargs < 2) {
+      PyErr_SetString(PyExc_TypeError, "shape_count(recordings, kernel_id, *tensors)");
+      return nullptr;
+    }
+    PyObject* recordings = tuple_arg(args[0]);
+    if (recordings == nullptr) return nullptr;
+    const long long kernel = PyLong_AsLongLong(args[1]);
+    if (kernel == -1 && PyErr_Occurred()) return nullptr;
+    int64_t key[1 + 8 * 20];  // up to 8 tensors of up to 8 dims: the functions take 2 or 3
+    size_t n = 0;
+    key[n++] = kernel;
+    if (nargs - 2 > 8) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 2; i < nargs; ++i) {
+      if (!recordable(args[i])) Py_RETURN_FALSE;
+      const at::Tensor& t = THPVariable_Unpack(args[i]);
+      const int64_t dim = t.dim();
+      if (dim > 8) Py_RETURN_FALSE;
+      key[n++] = dim;
+      for (int64_t d = 0; d < dim; ++d) key[n++] = t.sizes()[d];
+      for (int64_t d = 0; d < dim; ++d) key[n++] = t.strides()[d];
+      key[n++] = static_cast<int64_t>(t.scalar_type());
+      key[n++] = t.storage_offset();
+    }
+    PyObject* bytes =
+        PyBytes_FromStringAndSize(reinterpret_cast<const char*>(key), n * sizeof(int64_t));
+    if (bytes == nullptr) return nullptr;
+    const bool ok = add_to_counts(recordings, bytes, 1);
+    Py_DECREF(bytes);
+    if (!ok) return nullptr;
+    Py_RETURN_TRUE;
+  });
+}
+
+// shape_add(recordings, key, n): add n to any key's count (the Python path's keys, and
+// counts put back after a failed write), as atomically as shape_count.
+PyObject* shape_add(PyObject*, PyObject* args) {
+  return guarded([&]() -> PyObject* {
+    PyObject *recordings, *key;
+    long long n;
+    if (!PyArg_ParseTuple(args, "O!OL", &PyTuple_Type, &recordings, &key, &n)) return nullptr;
+    if (!add_to_counts(recordings, key, n)) return nullptr;
+    Py_RETURN_NONE;
+  });
+}
+
+// scalar_type_dtype(code) -> torch.dtype of a c10::ScalarType code in a shape_count key.
+PyObject* scalar_type_dtype(PyObject*, PyObject* obj) {
+  return guarded([&]() -> PyObject* {
+    const long code = PyLong_AsLong(obj);
+    if (code == -1 && PyErr_Occurred()) return nullptr;
+    if (code < 0 || code >= static_cast<long>(c10::ScalarType::NumOptions)) {
+      PyErr_Format(PyExc_ValueError, "not a scalar type code: %ld", code);
+      return nullptr;
+    }
+    PyObject* dtype =
+        reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<c10::ScalarType>(code)));
+    Py_XINCREF(dtype);
+    return dtype;
+  });
+}
+
 PyMethodDef methods[] = {
+    {"shape_count", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(shape_count)),
+     METH_FASTCALL, "shape_count(recordings, kernel_id, *tensors) -> bool"},
+    {"shape_add", shape_add, METH_VARARGS, "shape_add(recordings, key, n)"},
+    {"scalar_type_dtype", scalar_type_dtype, METH_O, "the torch.dtype of a scalar type code"},
     {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call)), METH_FASTCALL,
      "call(site, *inputs) -> output or None"},
     {"probe", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(probe)), METH_FASTCALL,
@@ -818,5 +953,6 @@ PyMODINIT_FUNC LTX2K_CAT(PyInit_, TORCH_EXTENSION_NAME)() {
   s_instrumentation = PyUnicode_InternFromString("instrumentation_mode");
   s_pre_run_hooks = PyUnicode_InternFromString("pre_run_hooks");
   s_device_caches = PyUnicode_InternFromString("device_caches");
+  s_counts = PyUnicode_InternFromString("_counts");
   return PyModule_Create(&module_def);
 }
