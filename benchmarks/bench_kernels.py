@@ -48,7 +48,8 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # Inductor compiles through a pool of worker processes by default; each forked
 # benchmark process of the torch.compile peer would start that pool afresh
 # (each worker re-imports torch) for a graph of one or two kernels. Measured on
-# the H200 (tools/experiments/process_cost.py): that made a "compiled" process cost ~8 s.
+# the H200 (tools/experiments/process_cost.py, removed; in git history at
+# 6b69a44): that made a "compiled" process cost ~8 s.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 

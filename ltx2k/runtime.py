@@ -59,7 +59,8 @@ class ContextKeeper:
     process pays the full GPU initialisation again. One idle context held by a
     side process has the effect of persistence mode without root or a change to
     the GPU's settings; it launches nothing, so it does not compete for the GPU.
-    ``tools/experiments/process_cost.py`` measures the difference.
+    ``tools/experiments/process_cost.py`` (removed; in git history at 6b69a44)
+    measured the difference.
     """
 
     def __init__(self, python: str | None = None):
@@ -111,8 +112,9 @@ def warm_before_fork() -> None:
     so without this each of them hashed the library again. Computed in the
     parent, it is inherited. The same holds for what else each process met at
     its first kernel call, found by profiling one forked benchmark process of
-    each kind on the H200 (``tools/experiments/process_cost.py --profile``;
-    the costs are in docs/measurement.md, "Suite cost"):
+    each kind on the H200 (``tools/experiments/process_cost.py --profile``,
+    removed; in git history at 6b69a44; the costs are in docs/measurement.md,
+    "Suite cost"):
 
     - Triton's first launch in a process imports ``triton.experimental.gluon``
       (to recognise its tensor descriptors among the arguments);

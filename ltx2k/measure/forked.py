@@ -2,10 +2,10 @@
 
 What a benchmark process pays once (a CUDA context, the first load of a kernel,
 a compile) only shows in a fresh process; the per-process cost experiments
-(``tools/experiments/process_cost.py``, ``tools/experiments/host_spread.py``)
-measure it here. A forked child cannot use a CUDA context its parent created
-(asv's forkserver keeps the same rule), so ``run_isolated`` starts a fresh
-interpreter for such a parent instead.
+(``tools/experiments/process_cost.py`` and ``host_spread.py``, removed; in git
+history at 6b69a44) measured it here. A forked child cannot use a CUDA context
+its parent created (asv's forkserver keeps the same rule), so ``run_isolated``
+starts a fresh interpreter for such a parent instead.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ other graph has run, so it is as cold as in one graph over all sets, but a
 sample records tens of kernels instead of hundreds: at decode shapes 3x the
 L2 is hundreds of input sets, and the kernel records of 20 full rotations
 cost a benchmark process more than all the rest of its work
-(``tools/experiments/process_cost.py``; docs/measurement.md, "Suite cost").
+(``tools/experiments/process_cost.py``, removed; in git history at 6b69a44;
+docs/measurement.md, "Suite cost").
 
 ``torch.profiler`` rather than ``cupti-python``: it ships with torch, so an
 offline GPU runner needs nothing more, and its kernel records are CUPTI's.
