@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import cli, confirm
+from ltx2k import cli
+from ltx2k.confirm.asv import continuous_command, find_command, parse_found, private_config
+from ltx2k.confirm.orchestrate import confirm
+from ltx2k.confirm.report import EXIT_CONFIRMED, EXIT_ERROR, EXIT_OK, render_markdown
+from ltx2k.confirm.targets import Target, explicit_target, plan, read_report
+from ltx2k.confirm.verdict import judge, with_process_values
 from ltx2k.history.records import Record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,13 +128,13 @@ def test_report_cells_of_this_machine_become_targets(tmp_path, repo):
         _row(benchmark="bench_kernels.AdaValues9.track_pct_copy_bandwidth", higher=True,
              threshold=1.05, cells={MACHINE: {"flag": "ok", "step": None}}),
     ]  # fmt: skip
-    targets, skipped = confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
+    targets, skipped = read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
     assert skipped == []
     (t,) = targets
     assert (t.benchmark, t.params, t.last_good, t.first_bad) == (BENCH, PARAMS, c[1], c[4])
     assert t.range == tuple(c[2:]) and t.exact
     assert (t.threshold, t.higher_is_better, t.flagged_ratio) == (1.03, False, 1.06)
-    (h200,) = confirm.read_report(tmp_path / "r.json", "h200")[0]
+    (h200,) = read_report(tmp_path / "r.json", "h200")[0]
     assert h200.range == (c[1],)
 
 
@@ -141,7 +146,7 @@ def test_report_cells_without_a_step_are_skipped_with_a_note(tmp_path, repo):
             MACHINE: {"flag": "regression", "step": _step(c[0], c[1], c[1:2])},
         }),
     ]  # fmt: skip
-    targets, skipped = confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
+    targets, skipped = read_report(_write_report(tmp_path / "r.json", rows), MACHINE)
     assert [t.params[0][1] for t in targets] == ["wide"]
     (s,) = skipped
     assert s.label == f"{BENCH} blocked B1_S1024_H32_D128" and "no step" in s.why
@@ -167,14 +172,14 @@ def test_report_errors_name_the_flag_and_the_file(tmp_path, content, message):
     if content is not None:
         path.write_text(content)
     with pytest.raises(ValueError) as e:
-        confirm.read_report(path, MACHINE)
+        read_report(path, MACHINE)
     assert message.format(path=path) in str(e.value)
     assert str(path) in str(e.value)
 
 
 def test_a_report_with_nothing_flagged_needs_no_steps(tmp_path):
     rows = [_row(cells={MACHINE: {"flag": "ok"}, "h200": {"flag": "regression"}})]
-    assert confirm.read_report(_write_report(tmp_path / "r.json", rows), MACHINE) == ([], [])
+    assert read_report(_write_report(tmp_path / "r.json", rows), MACHINE) == ([], [])
 
 
 # --- the asv -b regex -------------------------------------------------------------------------
@@ -202,25 +207,25 @@ def _asv_selects(regex: str, params=None) -> list[str]:
 
 
 def test_a_report_cell_selects_exactly_its_parameter_combination():
-    t = confirm.Target(BENCH, (("variant", "blocked"), ("shape", "B1_S4_H3_D64")), "a", "b")
+    t = Target(BENCH, (("variant", "blocked"), ("shape", "B1_S4_H3_D64")), "a", "b")
     assert _asv_selects(t.regex()) == [f"{BENCH}('blocked', 'B1_S4_H3_D64')"]
     assert t.matches(BENCH, t.params)
     assert not t.matches(BENCH, (("variant", "blocked_lean"), ("shape", "B1_S4_H3_D64")))
     # asv writes int parameters unquoted
-    ints = confirm.Target(BENCH, (("n", "4"),), "a", "b")
+    ints = Target(BENCH, (("n", "4"),), "a", "b")
     assert re.search(ints.regex(), f"{BENCH}(4)") and not re.search(ints.regex(), f"{BENCH}(14)")
 
 
 def test_command_line_names_select_by_suffix_and_parameter_subset():
-    t = confirm.explicit_target("SplitRope.time_device_cold", "a", "b", ["shape=B2"])
+    t = explicit_target("SplitRope.time_device_cold", "a", "b", ["shape=B2"])
     assert _asv_selects(t.regex()) == [
         f"{BENCH}('per_head', 'B2')",
         f"{BENCH}('blocked', 'B2')",
         f"{BENCH}('blocked_lean', 'B2')",
     ]
-    t = confirm.explicit_target("SplitRope.time_device_cold", "a", "b", ["variant=blocked"])
+    t = explicit_target("SplitRope.time_device_cold", "a", "b", ["variant=blocked"])
     assert len(_asv_selects(t.regex())) == 2
-    everything = confirm.explicit_target("SplitRope.time_device_cold", "a", "b")
+    everything = explicit_target("SplitRope.time_device_cold", "a", "b")
     assert len(_asv_selects(everything.regex())) == 6  # not the _x benchmark, not AdaValues9
     assert everything.matches(BENCH, PARAMS)
     assert not everything.matches("bench_kernels.AdaValues9.time_device_cold", PARAMS)
@@ -236,7 +241,7 @@ def test_command_line_names_select_by_suffix_and_parameter_subset():
 )
 def test_explicit_target_errors(bench, params, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        confirm.explicit_target(bench, "a", "b", params)
+        explicit_target(bench, "a", "b", params)
 
 
 # --- git: range -> bisect decision ------------------------------------------------------------
@@ -244,7 +249,7 @@ def test_explicit_target_errors(bench, params, message):
 
 def test_a_range_of_several_commits_is_bisected_from_good_itself(repo):
     root, c = repo
-    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:])), root)
+    p = plan(Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:])), root)
     assert p.bisect and p.commits == tuple(c[1:]) and p.notes == ()
     assert p.find_range == f"{c[1]}^..{c[4]}"
     # asv find lists its range with git rev-list --first-parent, newest first, and
@@ -255,20 +260,20 @@ def test_a_range_of_several_commits_is_bisected_from_good_itself(repo):
 
 def test_a_range_of_one_commit_is_measured_without_bisecting(repo):
     root, c = repo
-    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[2], c[3], (c[3],)), root)
+    p = plan(Target(BENCH, PARAMS, c[2], c[3], (c[3],)), root)
     assert not p.bisect and p.commits == (c[2], c[3])
 
 
 def test_a_root_last_good_bisects_everything_up_to_first_bad(repo):
     root, c = repo
-    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[0], c[2]), root)
+    p = plan(Target(BENCH, PARAMS, c[0], c[2]), root)
     assert p.find_range == c[2]
     assert git(root, "rev-list", "--first-parent", p.find_range).split()[::-1] == list(p.commits)
 
 
 def test_git_decides_the_range_when_the_report_disagrees(repo):
     root, c = repo
-    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4], (c[4],)), root)
+    p = plan(Target(BENCH, PARAMS, c[1], c[4], (c[4],)), root)
     assert p.commits == tuple(c[1:])
     (note,) = p.notes
     assert "differs from git's" in note
@@ -276,8 +281,8 @@ def test_git_decides_the_range_when_the_report_disagrees(repo):
 
 def test_explicit_refs_resolve(repo):
     root, c = repo
-    t = confirm.explicit_target("SplitRope.time_device_cold", "HEAD~3", "main")
-    p = confirm.plan(t, root)
+    t = explicit_target("SplitRope.time_device_cold", "HEAD~3", "main")
+    p = plan(t, root)
     assert (p.target.last_good, p.target.first_bad) == (c[1], c[4])
 
 
@@ -296,14 +301,14 @@ def test_git_errors_name_the_flag(repo, good, bad, message):
     good = c[good] if isinstance(good, int) else good
     bad = c[bad] if isinstance(bad, int) else bad
     with pytest.raises(ValueError, match=re.escape(message)):
-        confirm.plan(confirm.explicit_target("X.y", good, bad), root)
+        plan(explicit_target("X.y", good, bad), root)
 
 
 def test_a_report_commit_unknown_to_git_names_the_report_field(repo):
     root, c = repo
-    t = confirm.Target(BENCH, PARAMS, "f" * 40, c[2])
+    t = Target(BENCH, PARAMS, "f" * 40, c[2])
     with pytest.raises(ValueError, match=r"r\.json: .*step\.last_good: commit 'f{40}' is unknown"):
-        confirm.plan(t, root, what=f"r.json: {t.label}: ")
+        plan(t, root, what=f"r.json: {t.label}: ")
 
 
 def test_a_good_commit_off_the_first_parent_line_is_refused(repo):
@@ -317,7 +322,7 @@ def test_a_good_commit_off_the_first_parent_line_is_refused(repo):
     git(root, "merge", "-q", "--no-ff", "-m", "merge", "side")
     merge = git(root, "rev-parse", "HEAD")
     with pytest.raises(ValueError, match="not on the first-parent line"):
-        confirm.plan(confirm.explicit_target("X.y", side, merge), root)
+        plan(explicit_target("X.y", side, merge), root)
 
 
 # --- asv command lines --------------------------------------------------------------------------
@@ -325,16 +330,16 @@ def test_a_good_commit_off_the_first_parent_line_is_refused(repo):
 
 def test_find_command(repo):
     root, c = repo
-    p = confirm.plan(confirm.Target(BENCH, PARAMS, c[1], c[4]), root)
-    cmd = confirm.find_command("conf.json", "h200", p, invert=False)
+    p = plan(Target(BENCH, PARAMS, c[1], c[4]), root)
+    cmd = find_command("conf.json", "h200", p, invert=False)
     assert cmd[:3] == [sys.executable, "-m", "asv"]
     assert cmd[3:] == ["find", "--config", "conf.json", "--machine", "h200", "--show-stderr",
                        f"{c[1]}^..{c[4]}", p.target.regex()]  # fmt: skip
-    assert "--invert" in confirm.find_command("conf.json", "h200", p, invert=True)
+    assert "--invert" in find_command("conf.json", "h200", p, invert=True)
 
 
 def test_continuous_command_is_an_interleaved_ab_with_samples():
-    cmd = confirm.continuous_command(
+    cmd = continuous_command(
         "conf.json", "h200", "a" * 40, "b" * 40, ["^x$", "^y$"], factor=1.03, rounds=6
     )
     assert cmd[3] == "continuous"
@@ -354,7 +359,7 @@ def test_continuous_command_is_an_interleaved_ab_with_samples():
 
 def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
     root, _ = repo
-    conf_path = confirm.private_config(root / "asv.conf.json", tmp_path / "work")
+    conf_path = private_config(root / "asv.conf.json", tmp_path / "work")
     conf = json.loads(conf_path.read_text())
     assert conf["results_dir"] == str((tmp_path / "work" / "results").resolve())
     assert conf["repo"] == str(root.resolve())
@@ -363,7 +368,7 @@ def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
     # asv imports ".ltx2k.asv_env" from the config's folder
     assert (tmp_path / "work" / "ltx2k").resolve() == (root / "ltx2k").resolve()
     with pytest.raises(ValueError, match="never writes into the runner's history"):
-        confirm.private_config(root / "asv.conf.json", root)
+        private_config(root / "asv.conf.json", root)
 
 
 @pytest.mark.parametrize(
@@ -378,7 +383,7 @@ def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
 def test_parse_found(repo, output, expected):
     _, c = repo
     text = output.format(short=c[3][:8], first=c[1][:8])
-    found = confirm.parse_found(text, c[1:])
+    found = parse_found(text, c[1:])
     assert found == (c[expected] if expected is not None else None)
 
 
@@ -388,8 +393,8 @@ def test_parse_found(repo, output, expected):
 def test_judge_confirms_a_significant_step_beyond_the_threshold():
     before, after = "a" * 40, "b" * 40
     recs = [_rec(before, BASE_SAMPLES), _rec(after, [x * 1.08 for x in BASE_SAMPLES])]
-    t = confirm.Target(BENCH, PARAMS, before, after, threshold=1.03, higher_is_better=False)
-    (c,) = confirm.judge(recs, t, before, after, MACHINE)
+    t = Target(BENCH, PARAMS, before, after, threshold=1.03, higher_is_better=False)
+    (c,) = judge(recs, t, before, after, MACHINE)
     assert c.verdict == "confirmed" and c.flag == "regression"
     assert c.ratio == pytest.approx(1.08) and c.p_value < 0.002 and c.test == "mann-whitney"
     assert (c.before_value, c.after_value) == (
@@ -397,22 +402,22 @@ def test_judge_confirms_a_significant_step_beyond_the_threshold():
         pytest.approx(statistics.median(BASE_SAMPLES) * 1.08),
     )
     # The report's own threshold decides: 8% is under a 1.1 threshold.
-    t10 = confirm.Target(BENCH, PARAMS, before, after, threshold=1.1)
-    assert confirm.judge(recs, t10, before, after, MACHINE)[0].verdict == "not-confirmed"
+    t10 = Target(BENCH, PARAMS, before, after, threshold=1.1)
+    assert judge(recs, t10, before, after, MACHINE)[0].verdict == "not-confirmed"
 
 
 def test_judge_unchanged_pair_and_missing_data():
     before, after = "a" * 40, "b" * 40
-    t = confirm.Target(BENCH, PARAMS, before, after)
+    t = Target(BENCH, PARAMS, before, after)
     same = [_rec(before, BASE_SAMPLES), _rec(after, BASE_SAMPLES[::-1])]
-    (c,) = confirm.judge(same, t, before, after, MACHINE)
+    (c,) = judge(same, t, before, after, MACHINE)
     assert c.verdict == "not-confirmed" and c.flag == "ok"
     missing = [_rec(before, BASE_SAMPLES)]
-    (c,) = confirm.judge(missing, t, before, after, MACHINE)
+    (c,) = judge(missing, t, before, after, MACHINE)
     assert c.verdict == "no-data"
     # Other machines, commits and cells are not this target's.
     other = [_rec(before, BASE_SAMPLES, machine="h200"), _rec("c" * 40, BASE_SAMPLES)]
-    assert confirm.judge(other, t, before, after, MACHINE) == []
+    assert judge(other, t, before, after, MACHINE) == []
 
 
 def test_judge_follows_the_direction_of_higher_is_better_metrics():
@@ -422,12 +427,12 @@ def test_judge_follows_the_direction_of_higher_is_better_metrics():
         _rec(before, [90.0], benchmark=bench, unit="%"),
         _rec(after, [80.0], benchmark=bench, unit="%"),
     ]
-    t = confirm.Target(bench, PARAMS, before, after, higher_is_better=True, threshold=1.05)
-    (c,) = confirm.judge(recs, t, before, after, MACHINE)
+    t = Target(bench, PARAMS, before, after, higher_is_better=True, threshold=1.05)
+    (c,) = judge(recs, t, before, after, MACHINE)
     assert c.verdict == "confirmed" and c.higher_is_better
     flipped = [r if r.commit == before else _rec(after, [99.0], benchmark=bench, unit="%")
                for r in recs]  # fmt: skip
-    assert confirm.judge(flipped, t, before, after, MACHINE)[0].verdict == "not-confirmed"
+    assert judge(flipped, t, before, after, MACHINE)[0].verdict == "not-confirmed"
 
 
 # --- every process's value of a track_* benchmark ------------------------------------------------
@@ -485,14 +490,14 @@ def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path,
         _rec(before, [statistics.median(HOST_VALUES[-4:])], benchmark=HOST, params=HOST_PARAMS),
         _rec(after, [statistics.median(slower[-4:])], benchmark=HOST, params=HOST_PARAMS),
     ]
-    t = confirm.Target(HOST, HOST_PARAMS, before, after, threshold=1.15, higher_is_better=False)
+    t = Target(HOST, HOST_PARAMS, before, after, threshold=1.15, higher_is_better=False)
     # asv's numbers alone: one value per side, ratio-only, under the 1.15 threshold.
-    (plain,) = confirm.judge(recs, t, before, after, MACHINE)
+    (plain,) = judge(recs, t, before, after, MACHINE)
     assert plain.verdict == "not-confirmed" and plain.test == "ratio-only"
 
-    judged, sampled, _ = confirm.with_process_values(recs, path, before, after)
+    judged, sampled, _ = with_process_values(recs, path, before, after)
     assert sampled == {(HOST, HOST_PARAMS)}
-    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    (c,) = judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "confirmed" and c.test == "mann-whitney" and c.p_value < 0.002
     assert c.ratio == pytest.approx(1.08) and c.threshold == pytest.approx(1.05)
     assert c.before_value == pytest.approx(statistics.median(HOST_VALUES))
@@ -502,16 +507,16 @@ def test_a_track_cell_is_judged_on_every_process_with_the_minimum_step(tmp_path,
     aa = tmp_path / "aa.jsonl"
     _write_values(aa, before, HOST_VALUES, monkeypatch=monkeypatch)
     _write_values(aa, after, HOST_VALUES[::-1], monkeypatch=monkeypatch)
-    judged, sampled, _ = confirm.with_process_values(recs, aa, before, after)
-    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    judged, sampled, _ = with_process_values(recs, aa, before, after)
+    (c,) = judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "not-confirmed" and c.test == "mann-whitney"
 
     # A 3% step is under the minimum step however significant.
     small = tmp_path / "small.jsonl"
     _write_values(small, before, HOST_VALUES, monkeypatch=monkeypatch)
     _write_values(small, after, [v * 1.03 for v in HOST_VALUES], monkeypatch=monkeypatch)
-    judged, sampled, _ = confirm.with_process_values(recs, small, before, after)
-    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    judged, sampled, _ = with_process_values(recs, small, before, after)
+    (c,) = judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.verdict == "not-confirmed"
 
 
@@ -525,10 +530,10 @@ def test_process_values_of_one_side_only_leave_asvs_numbers(tmp_path, monkeypatc
     ]
     with open(path, "a") as f:
         f.write('{"commit": "cut sho\n')
-    judged, sampled, bad = confirm.with_process_values(recs, path, before, after)
+    judged, sampled, bad = with_process_values(recs, path, before, after)
     assert sampled == set() and judged == recs and bad == 1
-    t = confirm.Target(HOST, HOST_PARAMS, before, after, threshold=1.15)
-    (c,) = confirm.judge(judged, t, before, after, MACHINE, sampled=sampled)
+    t = Target(HOST, HOST_PARAMS, before, after, threshold=1.15)
+    (c,) = judge(judged, t, before, after, MACHINE, sampled=sampled)
     assert c.test == "ratio-only" and c.verdict == "not-confirmed"  # 1.083 < 1.15
 
 
@@ -563,7 +568,7 @@ class FakeAsv:
 
 def _run(repo, targets, fake, tmp_path, **kw):
     root, _ = repo
-    return confirm.confirm(
+    return confirm(
         targets, machine=MACHINE, config=root / "asv.conf.json", work=tmp_path / "work",
         runner=fake, load=fake.load, **kw,
     )  # fmt: skip
@@ -577,7 +582,7 @@ def test_a_range_is_bisected_then_the_pair_re_measured_and_confirmed(repo, tmp_p
     slow = [x * 1.2 for x in BASE_SAMPLES]
     fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: slow}, found=c[3])
     setups = []
-    t = confirm.Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:]), threshold=1.03, flagged_ratio=1.2)
+    t = Target(BENCH, PARAMS, c[1], c[4], tuple(c[2:]), threshold=1.03, flagged_ratio=1.2)
     out = _run(repo, [t], fake, tmp_path, setup=lambda: setups.append(1))
     assert setups == [1]
     assert not stale.exists()  # an earlier run's values are never judged
@@ -588,8 +593,8 @@ def test_a_range_is_bisected_then_the_pair_re_measured_and_confirmed(repo, tmp_p
     (cell,) = out.cells
     assert (cell.verdict, cell.commit, cell.before) == ("confirmed", c[3], c[2])
     assert cell.bisected and cell.range_size == 3 and cell.subject == "c3: change 3"
-    assert out.status == "confirmed" and out.exit_code == confirm.EXIT_CONFIRMED
-    md = confirm.render_markdown(out)
+    assert out.status == "confirmed" and out.exit_code == EXIT_CONFIRMED
+    md = render_markdown(out)
     assert "❌ 1 of 1 cell(s) confirmed" in md
     assert f"`{c[3][:12]}` c3: change 3 (bisected from 3 commits)" in md
     assert "| 1.200 |" in md
@@ -603,8 +608,8 @@ def test_cells_of_one_step_share_one_search_and_one_ab(repo, tmp_path):
     other = (("variant", "blocked_wide"), ("shape", "B1_S1024_H32_D128"))
     fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: BASE_SAMPLES}, cells=(PARAMS, other))
     ts = [
-        confirm.Target(BENCH, PARAMS, c[2], c[3], (c[3],)),
-        confirm.Target(BENCH, other, c[2], c[3], (c[3],)),
+        Target(BENCH, PARAMS, c[2], c[3], (c[3],)),
+        Target(BENCH, other, c[2], c[3], (c[3],)),
     ]
     out = _run(repo, ts, fake, tmp_path)
     (cont,) = fake.calls  # one commit in the range: no asv find at all
@@ -613,13 +618,13 @@ def test_cells_of_one_step_share_one_search_and_one_ab(repo, tmp_path):
         (PARAMS, "not-confirmed"),
         (other, "not-confirmed"),
     ]
-    assert out.exit_code == confirm.EXIT_OK
+    assert out.exit_code == EXIT_OK
 
 
 def test_higher_is_better_cells_are_bisected_inverted(repo, tmp_path):
     _, c = repo
     fake = FakeAsv({}, found=c[3])
-    t = confirm.Target("b.K.track_pct_copy_bandwidth", PARAMS, c[1], c[4], higher_is_better=True)
+    t = Target("b.K.track_pct_copy_bandwidth", PARAMS, c[1], c[4], higher_is_better=True)
     _run(repo, [t], fake, tmp_path)
     assert "--invert" in fake.calls[0]
 
@@ -635,11 +640,11 @@ def test_higher_is_better_cells_are_bisected_inverted(repo, tmp_path):
 def test_asv_find_failures_are_errors_of_their_cell(repo, tmp_path, find_out, message):
     _, c = repo
     fake = FakeAsv({}, find_out=find_out)
-    t = confirm.explicit_target("SplitRope.time_nothing", c[1], c[4])
+    t = explicit_target("SplitRope.time_nothing", c[1], c[4])
     out = _run(repo, [t], fake, tmp_path)
     (cell,) = out.cells
     assert cell.verdict == "error" and message in cell.message
-    assert out.exit_code == confirm.EXIT_ERROR and len(fake.calls) == 1
+    assert out.exit_code == EXIT_ERROR and len(fake.calls) == 1
 
 
 class FakeAsvWithProcessValues(FakeAsv):
@@ -673,7 +678,7 @@ def test_confirm_hands_asv_a_process_values_file_per_pair_and_judges_on_it(repo,
 
     _, c = repo
     fake = FakeAsvWithProcessValues({c[3]: HOST_VALUES, c[4]: [v * 1.08 for v in HOST_VALUES]})
-    t = confirm.explicit_target(HOST, c[3], c[4])
+    t = explicit_target(HOST, c[3], c[4])
     out = _run(repo, [t], fake, tmp_path)
     (cell,) = out.cells
     assert cell.verdict == "confirmed" and cell.test == "mann-whitney", cell
@@ -692,7 +697,7 @@ def test_confirm_hands_asv_a_process_values_file_per_pair_and_judges_on_it(repo,
 def test_a_pair_without_results_is_an_error(repo, tmp_path):
     _, c = repo
     fake = FakeAsv({}, cont_out="· No benchmarks selected\n")
-    t = confirm.explicit_target("SplitRope.time_nothing", c[3], c[4])
+    t = explicit_target("SplitRope.time_nothing", c[3], c[4])
     out = _run(repo, [t], fake, tmp_path)
     (cell,) = out.cells
     assert cell.verdict == "error" and "matches no benchmark" in cell.message
@@ -701,18 +706,18 @@ def test_a_pair_without_results_is_an_error(repo, tmp_path):
 def test_a_confirmed_cell_wins_over_an_error_elsewhere(repo, tmp_path):
     _, c = repo
     fake = FakeAsv({c[3]: BASE_SAMPLES, c[4]: [x * 1.5 for x in BASE_SAMPLES]}, found=c[4])
-    ok = confirm.Target(BENCH, PARAMS, c[3], c[4], (c[4],))
-    missing = confirm.Target(BENCH, (("variant", "gone"), ("shape", "S")), c[3], c[4], (c[4],))
+    ok = Target(BENCH, PARAMS, c[3], c[4], (c[4],))
+    missing = Target(BENCH, (("variant", "gone"), ("shape", "S")), c[3], c[4], (c[4],))
     out = _run(repo, [ok, missing], fake, tmp_path)
     assert sorted(x.verdict for x in out.cells) == ["confirmed", "error"]
-    assert out.exit_code == confirm.EXIT_CONFIRMED
+    assert out.exit_code == EXIT_CONFIRMED
 
 
 def test_max_cells_checks_the_worst_first(repo, tmp_path):
     _, c = repo
     fake = FakeAsv({})
     ts = [
-        confirm.Target(BENCH, (("variant", v), ("shape", "S")), c[3], c[4], flagged_ratio=r)
+        Target(BENCH, (("variant", v), ("shape", "S")), c[3], c[4], flagged_ratio=r)
         for v, r in (("a", 1.04), ("b", 1.5), ("c", 1.1))
     ]
     out = _run(repo, ts, fake, tmp_path, max_cells=2)
@@ -727,8 +732,8 @@ def test_a_bad_commit_fails_before_anything_is_measured(repo, tmp_path):
     _, c = repo
     fake = FakeAsv({})
     ts = [
-        confirm.Target(BENCH, PARAMS, c[3], c[4]),
-        confirm.Target(BENCH, PARAMS, "e" * 40, c[4]),
+        Target(BENCH, PARAMS, c[3], c[4]),
+        Target(BENCH, PARAMS, "e" * 40, c[4]),
     ]
     with pytest.raises(ValueError, match="unknown to git"):
         _run(repo, ts, fake, tmp_path, source={"report": "r.json"})
@@ -738,7 +743,7 @@ def test_a_bad_commit_fails_before_anything_is_measured(repo, tmp_path):
 def test_dry_run_prints_the_commands_and_runs_nothing(repo, tmp_path, capsys):
     _, c = repo
     fake = FakeAsv({})
-    out = _run(repo, [confirm.Target(BENCH, PARAMS, c[1], c[4])], fake, tmp_path, dry_run=True)
+    out = _run(repo, [Target(BENCH, PARAMS, c[1], c[4])], fake, tmp_path, dry_run=True)
     assert fake.calls == [] and out.status == "dry-run" and out.exit_code == 0
     err = capsys.readouterr().err
     assert "-m asv find" in err and "-m asv continuous" in err
