@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k.history.records import MAX_SECONDS, load_results
+from ltx2k.history.fields import MAX_SECONDS
+from ltx2k.history.records import load_results
 from tests.test_history_load import (  # noqa: F401 (fixtures)
     _column,
     _edit,
@@ -196,11 +197,11 @@ def test_symlinks_are_never_followed(hist, tmp_path, target):
 
 
 def test_file_over_the_size_limit_is_skipped(hist, monkeypatch):
-    from ltx2k.history import records as rec
+    from ltx2k.history import jsonfile
 
     _, results = hist
     path = result_files(results, MACHINE)[0]
-    monkeypatch.setattr(rec, "MAX_FILE_BYTES", path.stat().st_size - 1)
+    monkeypatch.setattr(jsonfile, "MAX_FILE_BYTES", path.stat().st_size - 1)
     _, problems = load_results(results)
     assert any(p.kind == "too-large" and p.path == str(path) for p in problems)
 

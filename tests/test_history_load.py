@@ -335,7 +335,7 @@ def test_records_are_hashable_values():
 def test_every_cut_of_a_result_file_reads_as_truncated(tmp_path):
     """A file cut at any byte (mid-number, mid-literal, mid-string) is "truncated", never
     "corrupt": the parser reports a cut literal or string at its first character."""
-    from ltx2k.history.records import _cut_short
+    from ltx2k.history.jsonfile import _cut_short
 
     text = json.dumps(
         {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k.history import store
+from ltx2k.history import store_git, store_tree
 from ltx2k.history.store import pull_results, push_results
 
 BRANCH = "asv-results"
@@ -93,7 +93,7 @@ def test_fresh_bare_repo_gets_an_orphan_branch(bare: Path, tmp_path: Path):
         "results/benchmarks.json",
         "results/h200/machine.json",
         "results/h200/00000001-env.json",
-        f"results/h200/{store.RUNNER_FILE}",  # which runner owns the machine name
+        f"results/h200/{store_tree.RUNNER_FILE}",  # which runner owns the machine name
     }
     assert "creating it as an orphan branch" in err.getvalue()
     assert all(line.startswith("ltx2k store: ") for line in err.getvalue().splitlines())
@@ -153,7 +153,7 @@ def test_rejected_push_is_reapplied_on_the_new_tip(bare, tmp_path, monkeypatch):
     a, b = Runner(tmp_path, "h200"), Runner(tmp_path, "h100-80gb-hbm3")
     a.run_commit(1)
     b.run_commit(2)
-    real_push = store._push
+    real_push = store_git.push
     interleaved = []
     raced = threading.Event()
 
@@ -163,7 +163,7 @@ def test_rejected_push_is_reapplied_on_the_new_tip(bare, tmp_path, monkeypatch):
             interleaved.append(b.push(bare))  # B wins the race (via real_push)
         return real_push(work, url, branch)
 
-    monkeypatch.setattr(store, "_push", push_after_b)
+    monkeypatch.setattr(store_git, "push", push_after_b)
     res_a = a.push(bare, backoff=0.0)
     assert interleaved[0].pushed and interleaved[0].attempts == 1
     assert res_a.pushed and res_a.attempts == 2
@@ -179,7 +179,7 @@ def test_gives_up_with_a_clear_error(bare, tmp_path, monkeypatch):
     a = Runner(tmp_path, "h200")
     a.run_commit(1)
     rejected = subprocess.CompletedProcess([], 1, "", " ! [rejected] HEAD -> x (fetch first)")
-    monkeypatch.setattr(store, "_push", lambda *args: rejected)
+    monkeypatch.setattr(store_git, "push", lambda *args: rejected)
     with pytest.raises(RuntimeError, match="still rejected after 3 attempts"):
         a.push(bare, retries=2, backoff=0.0)
 
@@ -193,7 +193,7 @@ def test_non_retryable_push_error_is_raised_at_once(bare, tmp_path, monkeypatch)
         calls.append(args)
         return subprocess.CompletedProcess([], 128, "", "fatal: Authentication failed")
 
-    monkeypatch.setattr(store, "_push", denied)
+    monkeypatch.setattr(store_git, "push", denied)
     with pytest.raises(RuntimeError, match="Authentication failed"):
         a.push(bare, retries=5, backoff=0.0)
     assert len(calls) == 1

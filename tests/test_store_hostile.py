@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k.history import store
+from ltx2k.history import store, store_git
 from ltx2k.history.store import pull_results, push_results
 from tests.test_history_store import BRANCH, Runner, bare, git  # noqa: F401 (fixture)
 
@@ -43,7 +43,7 @@ def test_a_transport_that_runs_a_command_is_refused(tmp_path, monkeypatch):
 
 def test_git_gets_a_double_dash_before_the_url(tmp_path, monkeypatch):
     # Past the clear error: even a URL that reached git would be read as a URL.
-    monkeypatch.setattr(store, "_check_url", lambda u: u)
+    monkeypatch.setattr(store_git, "check_url", lambda u: u)
     pwned = tmp_path / "PWNED"
     with pytest.raises(RuntimeError, match="cannot reach store"):
         pull_results(f"--upload-pack=touch {pwned}", tmp_path / "d", branch=BRANCH, log=None)
@@ -129,7 +129,7 @@ def test_refusing_hook_fails_at_once_with_its_message(bare, tmp_path, monkeypatc
     ],
 )
 def test_moved_tip_is_told_from_a_refusal(err, retry):
-    assert store._moved_tip(err) is retry
+    assert store_git.moved_tip(err) is retry
 
 
 def test_two_runners_one_machine_name_are_refused(bare, tmp_path):  # noqa: F811

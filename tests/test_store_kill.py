@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k.history import store
+from ltx2k.history import store, store_kills, store_tree
 
 pytestmark = pytest.mark.slow
 
@@ -61,13 +61,13 @@ class World:
         self._json(self.results / MACHINE / f"{i:08x}-env.json", data)
 
     def env(self, pause: str | None = None) -> dict:
-        env = {k: v for k, v in os.environ.items() if k != store.PAUSE_ENV}
+        env = {k: v for k, v in os.environ.items() if k != store_kills.PAUSE_ENV}
         env["TMPDIR"] = str(self.tmpdir)
         env["GIT_CONFIG_GLOBAL"] = os.devnull
         env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "t"
         env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "t@localhost"
         if pause:
-            env[store.PAUSE_ENV] = pause
+            env[store_kills.PAUSE_ENV] = pause
         return env
 
     def argv(self, action: str) -> list[str]:
@@ -110,14 +110,14 @@ class World:
         return {
             p.relative_to(self.dest).as_posix(): p.read_bytes()
             for p in self.dest.rglob("*")
-            if p.is_file() and not p.name.endswith(store.TMP_SUFFIX)  # asv never reads these
+            if p.is_file() and not p.name.endswith(store_kills.TMP_SUFFIX)  # asv never reads these
         }
 
     def checkouts(self) -> list[str]:
         return [p.name for p in self.tmpdir.iterdir() if p.name.startswith(store.CHECKOUT_PREFIX)]
 
     def tmp_files(self) -> list[str]:
-        return [p.name for p in self.dest.rglob(f"*{store.TMP_SUFFIX}")]
+        return [p.name for p in self.dest.rglob(f"*{store_kills.TMP_SUFFIX}")]
 
 
 def _kill(proc: subprocess.Popen, sig: int, log: Path) -> None:
@@ -180,7 +180,7 @@ def test_killed_pull_leaves_each_file_old_or_new(world: World, point: str, sig: 
     new = {
         k.removeprefix("results/"): v
         for k, v in world.store_tree().items()
-        if not k.endswith(store.RUNNER_FILE)  # store bookkeeping, never pulled
+        if not k.endswith(store_tree.RUNNER_FILE)  # store bookkeeping, never pulled
     }
     proc, log = world.start("pull", point)
     _kill(proc, sig, log)
@@ -247,9 +247,9 @@ def test_sweep_removes_only_checkouts_of_dead_or_old_runs(tmp_path: Path):
     live = checkout("live", f"{os.getpid()} {host}")
     dead = checkout("dead", f"{_dead_pid()} {host}")
     young_orphan = checkout("young", None, age_s=60)
-    old_orphan = checkout("orphan", None, age_s=store.ORPHAN_MINUTES * 60 + 60)
+    old_orphan = checkout("orphan", None, age_s=store_kills.ORPHAN_MINUTES * 60 + 60)
     other_host = checkout("other", f"{os.getpid()} not-{host}", age_s=3600)
-    ancient = checkout("ancient", f"1 not-{host}", age_s=store.STALE_HOURS * 3600 + 60)
+    ancient = checkout("ancient", f"1 not-{host}", age_s=store_kills.STALE_HOURS * 3600 + 60)
     unrelated = tmp_path / "someone-else"
     unrelated.mkdir()
 

@@ -1,0 +1,1 @@
+"""Results and history: asv results loaded and checked, the git results store, series."""
