@@ -102,11 +102,11 @@ if not ON_GPU:
 
 _KERNELS = {
     "split_rope": (
-        _VARIANTS.ROPE_VARIANTS,
+        _VARIANTS.TIMED_VARIANTS["split_rope"],
         _SHAPES.ROPE_SHAPES if ON_GPU else _SHAPES.ROPE_SHAPES_CPU,
     ),
     "ada_values9": (
-        _VARIANTS.ADA_VARIANTS,
+        _VARIANTS.TIMED_VARIANTS["ada_values9"],
         _SHAPES.ADA_SHAPES if ON_GPU else _SHAPES.ADA_SHAPES_CPU,
     ),
 }

@@ -16,8 +16,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "apply_ltx2_split_rotary_emb": ("ltx2k.kernels.rope", "apply_ltx2_split_rotary_emb"),
     "ltx2_ada_values9": ("ltx2k.kernels.adaln", "ltx2_ada_values9"),
-    "ROPE_VARIANTS": ("ltx2k.kernels.rope", "VARIANTS"),
-    "ADA_VARIANTS": ("ltx2k.kernels.adaln", "VARIANTS"),
+    "ROPE_ACCEPTED_VARIANTS": ("ltx2k.kernels.rope", "ACCEPTED_VARIANTS"),
+    "ADA_ACCEPTED_VARIANTS": ("ltx2k.kernels.adaln", "ACCEPTED_VARIANTS"),
     "record_shapes": ("ltx2k.record", "record_shapes"),
 }
 

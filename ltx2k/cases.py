@@ -114,7 +114,7 @@ class KernelSpec:
     make_inputs: Callable[..., tuple]
     bytes_moved: Callable[[Any], int]
     reference: Callable[..., Any]
-    triton_module: str  # module with VARIANTS and the public function
+    triton_module: str  # module with ACCEPTED_VARIANTS and the public function
     public_fn: str
 
 
@@ -122,7 +122,7 @@ KERNELS: dict[str, KernelSpec] = {
     "split_rope": KernelSpec(
         "split_rope",
         "SplitRope",
-        variants.ROPE_VARIANTS,
+        variants.TIMED_VARIANTS["split_rope"],
         shapes.ROPE_SHAPES,
         shapes.ROPE_SHAPES_CPU,
         rope_inputs,
@@ -134,7 +134,7 @@ KERNELS: dict[str, KernelSpec] = {
     "ada_values9": KernelSpec(
         "ada_values9",
         "AdaValues9",
-        variants.ADA_VARIANTS,
+        variants.TIMED_VARIANTS["ada_values9"],
         shapes.ADA_SHAPES,
         shapes.ADA_SHAPES_CPU,
         ada_inputs,
@@ -201,7 +201,7 @@ def variant_fn(kernel: str, variant: str, launch: str = "auto") -> Callable:
     import inspect
 
     mod = importlib.import_module(spec.triton_module)
-    if variant not in getattr(mod, "VARIANTS", {}):
+    if variant not in getattr(mod, "ACCEPTED_VARIANTS", {}):
         raise VariantUnavailable(f"{kernel} has no variant {variant!r} at this version")
     fn = getattr(mod, spec.public_fn)
     if launch == "auto":

@@ -16,28 +16,16 @@ entries at the end; never edit or delete an existing one.
 
 from __future__ import annotations
 
-# Variants per kernel: the device algorithms (the public functions' variant=),
+# The variants the suite times per kernel: the device algorithms (the public functions' variant=),
 # then "eager", the PyTorch reference itself, and "compiled", torch.compile of it.
 # The first is sglang's original kernel. Append only: a variant is the key of its
 # asv history. (Before the launch path became its own parameter, "blocked_lean",
 # "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
 # maps them to today's cells.)
-ROPE_VARIANTS: tuple[str, ...] = (
-    "per_head",
-    "blocked",
-    "eager",
-    "compiled",
-    "blocked_wide",
-    "tiled",
-)
-ADA_VARIANTS: tuple[str, ...] = (
-    "separate",
-    "slab",
-    "eager",
-    "compiled",
-    "slab_grid",
-    "slab_dconst",
-)
+TIMED_VARIANTS: dict[str, tuple[str, ...]] = {
+    "split_rope": ("per_head", "blocked", "eager", "compiled", "blocked_wide", "tiled"),
+    "ada_values9": ("separate", "slab", "eager", "compiled", "slab_grid", "slab_dconst"),
+}
 # Host launch paths of the default algorithm, each timed for host latency (the
 # public functions' launch=, "auto" aside: it is one of these). Append only.
 LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")

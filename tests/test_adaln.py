@@ -22,7 +22,7 @@ def ada_inputs(B, S, D, table_dtype, *, seed, exact=False, device=DEVICE):
     return cases.ada_inputs(shapes.AdaShape(B, S, D, table_dtype), device, seed, exact=exact)
 
 
-VARIANTS = sorted(adaln.VARIANTS)
+VARIANTS = sorted(adaln.ACCEPTED_VARIANTS)
 # The mutants below rewrite the row kernel's launch; the grid kernel's are in
 # test_algorithms_and_launch_paths.py.
 ROW_KERNEL_VARIANTS = sorted(adaln.ROW_ALGORITHMS)

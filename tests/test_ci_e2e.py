@@ -58,8 +58,8 @@ SCRIPT_TIMEOUT = 300  # seconds; a hung asv must fail the test, not the whole CI
 # draw). asv matches --bench against "name('variant', 'shape')"; the regex
 # holds no whitespace because LTX2K_RUN_ARGS is split on it.
 KERNELS = {
-    "SplitRope": (variants.ROPE_VARIANTS[:2], shapes.ROPE_SHAPES_CPU[0].label),
-    "AdaValues9": (variants.ADA_VARIANTS[:2], shapes.ADA_SHAPES_CPU[0].label),
+    "SplitRope": (variants.TIMED_VARIANTS["split_rope"][:2], shapes.ROPE_SHAPES_CPU[0].label),
+    "AdaValues9": (variants.TIMED_VARIANTS["ada_values9"][:2], shapes.ADA_SHAPES_CPU[0].label),
 }
 METRICS = ("time_device_cold", "time_host_latency", "track_pct_copy_bandwidth")
 RUN_BENCH = "({}).({}).*'({})'.*'({})'".format(

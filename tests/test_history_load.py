@@ -57,8 +57,8 @@ def test_clean_history_loads_with_asvs_own_values(hist):
     # Every metric at its own shapes: opt-in metrics run at their listed shapes only.
     per_commit = sum(len(v) * len(s) for v, s in suite().values())
     assert per_commit < 5 * (
-        len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
-        + len(variants.ADA_VARIANTS) * len(shapes.ADA_SHAPES)
+        len(variants.TIMED_VARIANTS["split_rope"]) * len(shapes.ROPE_SHAPES)
+        + len(variants.TIMED_VARIANTS["ada_values9"]) * len(shapes.ADA_SHAPES)
     )
     expected = len(h.machines) * len(h.commits) * per_commit
     assert len(records) == expected
@@ -70,7 +70,7 @@ def test_clean_history_loads_with_asvs_own_values(hist):
     assert units["track_allocations"] == "allocations"
     assert units["track_pct_copy_bandwidth"] == "%"
     seen = {r.param_dict["variant"] for r in records if ".SplitRope." in r.benchmark}
-    assert seen == set(variants.ROPE_VARIANTS)  # unquoted: 'blocked' -> blocked
+    assert seen == set(variants.TIMED_VARIANTS["split_rope"])  # unquoted: 'blocked' -> blocked
 
     # Spot-check against asv's own accessors on one file.
     path = result_files(results, "h200")[0]
@@ -271,7 +271,7 @@ def test_malformed_benchmark_row_loses_only_that_benchmark(hist):
     _, results = hist
     path = result_files(results, "h100-80gb-hbm3")[0]
     name = "bench_kernels.SplitRope.time_device_cold"
-    n_rope = len(variants.ROPE_VARIANTS) * len(shapes.ROPE_SHAPES)
+    n_rope = len(variants.TIMED_VARIANTS["split_rope"]) * len(shapes.ROPE_SHAPES)
     _edit(path, lambda d: d["results"][name][0].pop())  # one value short
     clean = n_records_in(path) + 1
     records, problems = load_results(results)

@@ -26,7 +26,7 @@ def rope_inputs(B, S, H, D, *, seed, exact=False, transposed=False, device=DEVIC
     return cases.rope_inputs(shape, device, seed, exact=exact, transposed=transposed)
 
 
-VARIANTS = sorted(rope.VARIANTS)
+VARIANTS = sorted(rope.ACCEPTED_VARIANTS)
 
 # (B, S, H, D). Awkward on purpose: non-power-of-two head counts (3, 24),
 # a partial second head block for "blocked" (17 = 16 + 1; 33 = 16 + 16 + 1),

@@ -111,10 +111,10 @@ def test_params_are_the_working_tree_lists(bench):
         else (shapes.ROPE_SHAPES_CPU, shapes.ADA_SHAPES_CPU)
     )
     names, labels = bench.SplitRope.params
-    assert names == list(variants.ROPE_VARIANTS)
+    assert names == list(variants.TIMED_VARIANTS["split_rope"])
     assert labels == [s.label for s in rope]
     names, labels = bench.AdaValues9.params
-    assert names == list(variants.ADA_VARIANTS)
+    assert names == list(variants.TIMED_VARIANTS["ada_values9"])
     assert labels == [s.label for s in ada]
 
 

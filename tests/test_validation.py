@@ -435,7 +435,9 @@ def rope_calls(draw):
         "x": _tensor(draw, "x", faults, x_shape, _ints(-16, 16), gen, layouts=trig_layouts),
         "cos": _tensor(draw, "cos", faults, trig, _trig, gen, layouts=trig_layouts),
         "sin": _tensor(draw, "sin", faults, sin_shape, _trig, gen, layouts=trig_layouts),
-        "variant": "fast" if "variant" in faults else draw(st.sampled_from(sorted(rope.VARIANTS))),
+        "variant": "fast"
+        if "variant" in faults
+        else draw(st.sampled_from(sorted(rope.ACCEPTED_VARIANTS))),
     }
 
 
@@ -445,7 +447,7 @@ def rope_problems(x, cos, sin, variant) -> list[str]:
     not_tensors = [n for n, t in args.items() if not isinstance(t, torch.Tensor)]
     if not_tensors:
         return not_tensors
-    problems = [] if variant in rope.VARIANTS else ["variant"]
+    problems = [] if variant in rope.ACCEPTED_VARIANTS else ["variant"]
     problems += [n for n, t, r in (("x", x, 3), ("cos", cos, 4), ("sin", sin, 4)) if t.dim() != r]
     if problems:
         return problems
@@ -502,7 +504,7 @@ def ada_calls(draw):
         TS: _tensor(draw, "ts", faults, [B, S, ts_last], _ints(-16, 16), gen),
         "variant": "fused"
         if "variant" in faults
-        else draw(st.sampled_from(sorted(adaln.VARIANTS))),
+        else draw(st.sampled_from(sorted(adaln.ACCEPTED_VARIANTS))),
     }
 
 
@@ -512,7 +514,7 @@ def ada_problems(scale_shift_table, timestep, variant) -> list[str]:
     not_tensors = [n for n, t in ((T, table), (TS, ts)) if not isinstance(t, torch.Tensor)]
     if not_tensors:
         return not_tensors
-    problems = [] if variant in adaln.VARIANTS else ["variant"]
+    problems = [] if variant in adaln.ACCEPTED_VARIANTS else ["variant"]
     problems += [n for n, t, r in ((T, table, 2), (TS, ts, 3)) if t.dim() != r]
     if problems:
         return problems

@@ -161,7 +161,7 @@ LEGACY_VARIANTS = {"slab_lean": ("slab_grid", "lean"), "slab_native": ("slab_gri
 # Every accepted (variant, launch) -> (algorithm, launch path). The lean and native
 # paths launch the grid kernel; the row kernel's 9 output pointers are not theirs.
 CALLS = _launch.call_table(ALGORITHMS, GRID_ALGORITHMS, LEGACY_VARIANTS)
-VARIANTS = ALGORITHMS + tuple(LEGACY_VARIANTS)
+ACCEPTED_VARIANTS = ALGORITHMS + tuple(LEGACY_VARIANTS)
 # One native memo per algorithm (a memo is keyed by the inputs' layout only).
 _SITES = {a: _native.Site(f"ada_values9/{a}", n_inputs=2, unbind=True) for a in GRID_ALGORITHMS}
 # The grid is 1-D; CUDA allows up to 2**31 - 1 programs on its x axis.

@@ -240,7 +240,7 @@ LEGACY_VARIANTS = {"blocked_lean": ("blocked", "lean"), "blocked_native": ("bloc
 # Every accepted (variant, launch) -> (algorithm, launch path); every algorithm
 # launches through any path (they share one kernel and its argument list).
 CALLS = _launch.call_table(ALGORITHMS, ALGORITHMS, LEGACY_VARIANTS)
-VARIANTS = tuple(ALGORITHMS) + tuple(LEGACY_VARIANTS)
+ACCEPTED_VARIANTS = tuple(ALGORITHMS) + tuple(LEGACY_VARIANTS)
 # One native memo per algorithm (a memo is keyed by the inputs' layout only).
 _SITES = {a: _native.Site(f"split_rope/{a}", n_inputs=3, unbind=False) for a in ALGORITHMS}
 
