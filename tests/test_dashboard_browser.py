@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import pytest
 
-from ltx2k.report import firstscreen, page, publish
+from ltx2k.report import asv_site, firstscreen, page, publish
 from tools.synthetic_history import generate_history
 
 pytestmark = pytest.mark.slow
@@ -202,7 +202,7 @@ def test_summary_page_renders_with_all_images(site, base_url, page_):
     # leaving before they finish aborts them (a "request failed" of the test's making).
     page_.wait_for_load_state("networkidle")
     # The link publish adds to asv's navigation bar leads to the summary.
-    page_.click(f"#{publish.SUMMARY_LINK_ID} a")
+    page_.click(f"#{asv_site.SUMMARY_LINK_ID} a")
     page_.wait_for_url(f"{base_url}/{page.SUMMARY_HTML}")
     page_.wait_for_load_state("load")
     images = page_.evaluate(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ltx2k.history.store import exit_on_signals
-from ltx2k.report import publish
+from ltx2k.report import asv_site, publish
 from tools.synthetic_history import generate_history
 
 COLD = "bench_kernels.SplitRope.time_device_cold"
@@ -99,7 +99,7 @@ _TREE = (
 _RUNNER = (
     "import sys\n"
     "from ltx2k.history.store import exit_on_signals\n"
-    "from ltx2k.report.publish import _run_bounded\n"
+    "from ltx2k.report.asv_site import _run_bounded\n"
     "with exit_on_signals():\n"
     "    _run_bounded([sys.executable, '-c', sys.argv[1]], 600, stdout=None)\n"
 )
@@ -135,7 +135,7 @@ def _group_members(pgid: int) -> list[int]:
 
 def test_run_bounded_kills_the_whole_group_on_timeout():
     start = time.monotonic()
-    code, _ = publish._run_bounded([sys.executable, "-c", _TREE], 2.0)
+    code, _ = asv_site._run_bounded([sys.executable, "-c", _TREE], 2.0)
     assert code is None and time.monotonic() - start < 30
 
 

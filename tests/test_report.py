@@ -27,7 +27,9 @@ from ltx2k import shapes, variants
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
-from ltx2k.report import firstscreen, links, page, plots, publish
+from ltx2k.report import asv_site, firstscreen, links, page, plots, publish
+from ltx2k.report.firstscreen import markup
+from ltx2k.report.plots import kernel_history, style
 from tools.synthetic_history import generate_history
 
 N_COMMITS = 12
@@ -243,9 +245,11 @@ def test_history_colours_variants_apart_and_labels_each_line(loaded):
     ax = fig.axes[0]
     lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
     colours = {ln.get_color() for ln in lines}
-    assert len(colours) == len(lines) == len(variants.ADA_VARIANTS)
+    assert len(colours) == len(lines) == len(variants.TIMED_VARIANTS["ada_values9"])
     assert plots.FLAG_COLOURS["regression"] not in colours
-    assert {t.get_text() for t in ax.texts} == set(variants.ADA_VARIANTS)  # labels on the lines
+    assert {t.get_text() for t in ax.texts} == set(
+        variants.TIMED_VARIANTS["ada_values9"]
+    )  # labels on the lines
     for kernel, spec_variants in plots.KERNEL_VARIANTS.items():
         own = [v for v in spec_variants if v not in plots.PEER_COLOURS]
         assert len(set(plots.variant_colours(kernel, own).values())) == len(own) <= 8
@@ -315,10 +319,12 @@ def test_history_limits_leave_room_for_the_markers_at_both_ends(data):
     fig, ax = plt.subplots()
     ax.set_yscale("log")
     ax.plot([0, 1], data, "o")
-    plots._limits_on_ticks(ax)
+    kernel_history._limits_on_ticks(ax)
     lo, hi = ax.get_ylim()
-    assert lo * plots._EDGE_ROOM <= min(data) and max(data) * plots._EDGE_ROOM <= hi
-    assert any(math.isclose(lo, s * 10.0**e) for s in plots._LOG_SUBS for e in range(-1, 4))
+    assert (
+        lo * kernel_history._EDGE_ROOM <= min(data) and max(data) * kernel_history._EDGE_ROOM <= hi
+    )
+    assert any(math.isclose(lo, s * 10.0**e) for s in style.LOG_SUBS for e in range(-1, 4))
     plt.close(fig)
 
 
@@ -652,7 +658,7 @@ def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
     records, _ = loaded
     tables = _parse(result.summary)
     rope = firstscreen.default_variant("split_rope")
-    assert rope in variants.ROPE_VARIANTS
+    assert rope in variants.TIMED_VARIANTS["split_rope"]
     first_shape = shapes.ROPE_SHAPES[0].label
     for machine in ("h200", "a100-sxm4-80gb"):
         cells = _fs_cells(tables, machine, "split_rope")
@@ -878,7 +884,7 @@ def _complete(html: Path) -> bool:
     index, summary = html / "index.html", html / page.SUMMARY_HTML
     if not (index.is_file() and summary.is_file() and (html / "index.json").is_file()):
         return False
-    if publish.SUMMARY_LINK_ID not in index.read_text(encoding="utf-8"):
+    if asv_site.SUMMARY_LINK_ID not in index.read_text(encoding="utf-8"):
         return False
     text = summary.read_text(encoding="utf-8")
     srcs = re.findall(r'<img src="([^"]+)"', text)
@@ -1125,7 +1131,7 @@ def test_first_screen_compares_with_sglangs_original_and_explains_each_unit(load
         _, peer = _head_value(records, "h200", t.kernel, "time_device_cold", baseline, shape)
         _, mine = _head_value(records, "h200", t.kernel, "time_device_cold", t.variant, shape)
         assert _cell_of(t, shape, "x-baseline").value == pytest.approx(peer / mine)
-        html_text = firstscreen._table_html(view, t, None)
+        html_text = markup._table_html(view, t, None)
         explained = re.findall(r'<span class="explain">([^<]+)</span>', html_text)
         assert len(explained) == len(t.columns)  # every column says what its number is
         by_key = dict(zip((c.key for c in t.columns), explained, strict=True))
@@ -1153,7 +1159,7 @@ def test_a_metric_not_taken_at_a_shape_is_not_measured_not_na(loaded):
     ]
     view = firstscreen.build_views(list(records) + kernel_time, None, ["h200"])[0]
     (t,) = [t for t in view.tables if t.kernel == "split_rope"]
-    html_text = firstscreen._table_html(view, t, None)
+    html_text = markup._table_html(view, t, None)
     cells = dict(re.findall(r'<tr data-shape="([^"]+)">(.*?)</tr>', html_text))
 
     def kernel_cell(shape):

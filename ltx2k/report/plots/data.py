@@ -1,0 +1,100 @@
+"""What the figures read from history records and report rows: kernel and metric names,
+parameters, values in display units, the order of commits."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from ltx2k import cases
+from ltx2k.analysis.model import Row
+
+# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.cases.
+ASV_CLASS_KERNEL = {spec.asv_class: name for name, spec in cases.KERNELS.items()}
+KERNEL_VARIANTS = {name: spec.variants for name, spec in cases.KERNELS.items()}
+KERNEL_SHAPES = {
+    name: tuple(s.label for s in spec.gpu_shapes + spec.cpu_shapes)
+    for name, spec in cases.KERNELS.items()
+}
+
+DEVICE_COLD = "time_device_cold"
+HOST_LATENCY = "time_host_latency"
+PCT_COPY_BW = "track_pct_copy_bandwidth"
+METRIC_TITLES = {
+    "time_device_cold": "device time, cold L2",
+    "time_device_warm": "device time, warm L2",
+    "time_kernel": "kernel duration",
+    "time_host_latency": "host latency",
+    "time_host_launch": "host latency per launch path",
+    "track_host_calibrated": "host latency, calibrated",
+    "track_allocations": "allocations",
+    "track_pct_copy_bandwidth": "% of copy bandwidth",
+}
+
+
+def split_benchmark(name: str) -> tuple[str, str]:
+    """``"bench_kernels.SplitRope.time_device_cold"`` -> ``("split_rope", "time_device_cold")``."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        raise ValueError(f"benchmark name must look like module.Class.metric, got {name!r}")
+    cls, metric = parts[-2], parts[-1]
+    return ASV_CLASS_KERNEL.get(cls, cls), metric
+
+
+def report_row_kernel_metric(row: Row) -> tuple[str, str]:
+    """(kernel, metric) of a regress report row, named as in ltx2k.cases.
+
+    Derived from the benchmark name because the row's ``kernel`` is asv's
+    class name ("SplitRope"), while ltx2k.cases speaks "split_rope".
+    """
+    return split_benchmark(row.benchmark)
+
+
+def row_params(row: Row) -> tuple[str, str]:
+    return row.variant or "", row.shape or ""
+
+
+def param(record, key: str) -> str:
+    return dict(record.params).get(key, "")
+
+
+def display_value(record) -> float | None:
+    """The record's value in display units (µs for times), None when missing."""
+    v = record.value
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v * 1e6 if record.unit == "seconds" else v
+
+
+def ordered(values: Iterable[str], canonical: Sequence[str]) -> list[str]:
+    """Unique values in canonical order; unknown ones after, sorted."""
+    present = set(values)
+    known = [v for v in canonical if v in present]
+    return known + sorted(present - set(known))
+
+
+def kernels_in(records: Iterable) -> list[str]:
+    """Kernels with at least one record, known kernels first."""
+    found = {split_benchmark(r.benchmark)[0] for r in records}
+    return ordered(found, list(ASV_CLASS_KERNEL.values()))
+
+
+def commit_order(records: Iterable) -> list[str]:
+    """Commits of all machines in commit-date order (ties by hash, so it is stable)."""
+    dates: dict[str, int] = {}
+    for r in records:
+        dates[r.commit] = r.date
+    return sorted(dates, key=lambda c: (dates[c], c))
+
+
+def latest_per_machine(records: Iterable) -> dict[str, str]:
+    """machine -> its most recent commit (machines need not have run the same commits)."""
+    best: dict[str, tuple[int, str]] = {}
+    for r in records:
+        if r.machine not in best or (r.date, r.commit) > best[r.machine]:
+            best[r.machine] = (r.date, r.commit)
+    return {m: c for m, (_, c) in best.items()}
+
+
+def kernel_records(records: Iterable, kernel: str, metric: str) -> list:
+    return [r for r in records if split_benchmark(r.benchmark) == (kernel, metric)]
