@@ -55,19 +55,35 @@ TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 
 def _load_tree_module(name: str):
-    # The parameter lists come from the working tree's ltx2k/shapes.py and
-    # ltx2k/variants.py, not the installed (benchmarked) commit: asv maps
+    # ltx2k/<folder>/<name>.py of the working tree (the package layout of docs/layout.md).
+    # The parameter lists come from the working tree's ltx2k/workload/shapes.py and
+    # ltx2k/workload/variants.py, not the installed (benchmarked) commit: asv maps
     # results to params by index, so the lists must be identical for every
     # commit in a run. Both files sit next to this one in the same tree and so
     # always match it; an old commit's own ltx2k (where the variants were still
     # in shapes.py) is never read for them, so no fallback is needed. The same
     # holds for process_values.py, the record format ltx2k confirm reads.
-    path = Path(__file__).resolve().parent.parent / "ltx2k" / f"{name}.py"
+    folder = "runner" if name in ("bytecode", "process_values", "sibling_values") else "workload"
+    path = Path(__file__).resolve().parent.parent / "ltx2k" / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_ltx2k_bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses need the module registered
     spec.loader.exec_module(mod)
     return mod
+
+
+def _installed_cases():
+    """The benchmarked commit's own ``cases`` module: ``ltx2k.workload.cases`` in the package
+    layout of docs/layout.md, ``ltx2k.cases`` at the commits before it. ImportError where
+    the commit has neither."""
+    import importlib
+
+    try:
+        return importlib.import_module("ltx2k.workload.cases")
+    except ModuleNotFoundError as e:
+        if e.name not in ("ltx2k.workload", "ltx2k.workload.cases"):
+            raise
+        return importlib.import_module("ltx2k.cases")
 
 
 def _has_gpu() -> bool:
@@ -86,7 +102,7 @@ def _in_asv_runner() -> bool:
 
 # Before torch is imported: on a runner that writes no bytecode, each of asv's
 # interpreters would compile torch, Triton and inductor from source
-# (ltx2k/bytecode.py). `ltx2k run` sets this up in the environment already.
+# (ltx2k/runner/bytecode.py). `ltx2k run` sets this up in the environment already.
 if _in_asv_runner():
     _load_tree_module("bytecode").enable_in_this_process()
 
@@ -94,7 +110,7 @@ _SHAPES = _load_tree_module("shapes")
 _VARIANTS = _load_tree_module("variants")
 _PROCESS_VALUES = _load_tree_module("process_values")
 # Created in asv's forkserver when it imports this module: every benchmark process of
-# this commit's run is forked after it and shares the table (ltx2k/sibling_values.py).
+# this commit's run is forked after it and shares the table (ltx2k/runner/sibling_values.py).
 _SIBLINGS = _load_tree_module("sibling_values").SiblingValues()
 ON_GPU = _has_gpu()
 if not ON_GPU:
@@ -114,7 +130,7 @@ _KERNELS = {
 
 def _metric_shapes(kernel: str, metric: str, shape_list) -> tuple:
     """The shapes *metric* times on this machine: on a GPU, an opt-in metric's list in the
-    data file (ltx2k/shapes.json, "metric_shapes"); otherwise the whole list."""
+    data file (ltx2k/workload/shapes.json, "metric_shapes"); otherwise the whole list."""
     opt_in = getattr(_SHAPES, "METRIC_SHAPES", {})
     if ON_GPU and metric in opt_in:
         return opt_in[metric][kernel]
@@ -188,7 +204,7 @@ def _timed_variants(variants, metric: str) -> list[str]:
 
 def _host_calibrated_setup(kernel, variant, shape):
     try:
-        from ltx2k import cases
+        cases = _installed_cases()
         from ltx2k.measure import suite
     except ImportError as e:
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
@@ -220,9 +236,9 @@ def _check_layout(shape) -> None:
     if getattr(shape, "layout", _SHAPES.DEFAULT_LAYOUT) == _SHAPES.DEFAULT_LAYOUT:
         return
     try:
-        from ltx2k import cases
+        cases = _installed_cases()
     except ImportError as e:
-        raise NotImplementedError(f"ltx2k.cases unavailable at this commit: {e}") from e
+        raise NotImplementedError(f"ltx2k cases unavailable at this commit: {e}") from e
     if not hasattr(cases, "rope_layout"):
         raise NotImplementedError(f"no {shape.layout} cos/sin inputs at this commit")
 
@@ -232,7 +248,7 @@ def _skip_warm_beyond_l2(kernel, shape) -> None:
     # resident: "warm" is cold L2 again (within 1-3% on the H200) and would
     # cost a process per variant for a number time_device_cold already gives.
     try:
-        from ltx2k import cases
+        cases = _installed_cases()
         from ltx2k.measure import device_time
     except ImportError:
         return
@@ -311,7 +327,7 @@ def _count_allocations():
     would fail every cell that reads it, where one bad cell must fail alone.
     """
     try:
-        from ltx2k import cases
+        cases = _installed_cases()
         from ltx2k.measure import suite
     except ImportError as e:  # commit predates the measurement core: every cell skips
         return {"*": ("skip", f"ltx2k.measure unavailable at this commit: {e}")}
@@ -352,7 +368,7 @@ def _track_setup(kernel, metric, variant, shape):
     except ImportError as e:
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
     _check_metric(variant, metric)
-    from ltx2k import cases
+    cases = _installed_cases()
 
     cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
 

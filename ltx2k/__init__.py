@@ -5,8 +5,9 @@ Public API (imported lazily, so that the harness can choose Triton's backend
 
 - :func:`apply_ltx2_split_rotary_emb` -- split-layout rotary embedding;
 - :func:`ltx2_ada_values9` -- the nine AdaLN scale/shift/gate tensors;
-- :func:`record_shapes` -- record the call signatures both functions see (:mod:`ltx2k.record`);
-- :mod:`ltx2k.reference` -- the eager PyTorch references both match bit for bit.
+- :func:`record_shapes` -- record the call signatures both functions see
+  (:mod:`ltx2k.workload.record`);
+- :mod:`ltx2k.workload.reference` -- the eager PyTorch references both match bit for bit.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ _LAZY = {
     "ltx2_ada_values9": ("ltx2k.kernels.adaln", "ltx2_ada_values9"),
     "ROPE_ACCEPTED_VARIANTS": ("ltx2k.kernels.rope", "ACCEPTED_VARIANTS"),
     "ADA_ACCEPTED_VARIANTS": ("ltx2k.kernels.adaln", "ACCEPTED_VARIANTS"),
-    "record_shapes": ("ltx2k.record", "record_shapes"),
+    "record_shapes": ("ltx2k.workload.record", "record_shapes"),
 }
 
 __all__ = ["apply_ltx2_split_rotary_emb", "ltx2_ada_values9", "record_shapes", "__version__"]

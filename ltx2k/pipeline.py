@@ -82,7 +82,8 @@ def run_all(
     asv_args: list[str] | None = None,
     skip_bench: bool = False,
 ) -> Outcome:
-    from ltx2k import asv_run, machine, runtime
+    from ltx2k import runtime
+    from ltx2k.runner import asv_run, machine
 
     t0 = time.monotonic()
     repo = Path(config).resolve().parent

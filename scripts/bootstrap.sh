@@ -95,7 +95,7 @@ if "$PY" -c "import torch, triton" 2>/dev/null && [ -z "${LTX2K_FORCE_VENV:-}" ]
   say "using $("$PY" -c 'import sys;print(sys.executable)') with its own torch/triton"
   if [ -n "$wheelhouse" ]; then
     # --no-deps: asv's metadata asks for virtualenv, which only its virtualenv
-    # plugin imports; our env plugin (ltx2k/asv_env.py) does not need it.
+    # plugin imports; our env plugin (ltx2k/runner/asv_env.py) does not need it.
     # The exact wheels, not names: names are "already satisfied" by whatever
     # version the runner happens to have (e.g. an importlib-metadata that asv
     # cannot import without yet another package).

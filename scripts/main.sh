@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Where the runner writes no bytecode, keep it in ltx2k's cache folder instead, so
-# that each of the job's interpreters does not compile torch again (ltx2k/bytecode.py).
-eval "$("${LTX2K_PYTHON:-python3}" ltx2k/bytecode.py)"
+# that each of the job's interpreters does not compile torch again (ltx2k/runner/bytecode.py).
+eval "$("${LTX2K_PYTHON:-python3}" ltx2k/runner/bytecode.py)"
 PY=$(bash scripts/bootstrap.sh ${LTX2K_WHEELHOUSE:+--wheelhouse "$LTX2K_WHEELHOUSE"} | tail -n 1)
 PATH="$(dirname "$PY"):$PATH"
 export PATH

@@ -11,14 +11,16 @@ import pytest
 import torch
 import triton
 
-from ltx2k import cases, reference, runtime, shapes
+from ltx2k import runtime
 from ltx2k.kernels import adaln
+from ltx2k.workload import cases, reference, shapes
 
 DEVICE = runtime.device()
 
 
 def ada_inputs(B, S, D, table_dtype, *, seed, exact=False, device=DEVICE):
-    """The inputs the benchmarks and the gate use (ltx2k.cases); table_dtype "bf16"/"fp32"."""
+    """The inputs the benchmarks and the gate use (ltx2k.workload.cases); table_dtype is
+    "bf16" or "fp32"."""
     return cases.ada_inputs(shapes.AdaShape(B, S, D, table_dtype), device, seed, exact=exact)
 
 

@@ -32,8 +32,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import cases, reference, runtime, shapes, variants
+from ltx2k import runtime
 from ltx2k.kernels import _launch, adaln, rope
+from ltx2k.workload import cases, reference, shapes, variants
 
 DEVICE = runtime.device()
 ON_GPU = DEVICE == "cuda"

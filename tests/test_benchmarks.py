@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from ltx2k import cases, runtime
+from ltx2k import runtime
+from ltx2k.workload import cases
 
 ON_GPU = runtime.device() == "cuda"
 CASES = [

@@ -1,4 +1,4 @@
-"""The bytecode cache of the benchmark processes (ltx2k/bytecode.py)."""
+"""The bytecode cache of the benchmark processes (ltx2k/runner/bytecode.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ltx2k import bytecode
+from ltx2k.runner import bytecode
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -76,7 +76,7 @@ def _imports_twice(tmp_path: Path, env: dict[str, str]) -> tuple[Path, str, bool
 def test_shell_exports_make_later_interpreters_write_and_read_the_cache(tmp_path):
     env = _clean_env(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     exports = subprocess.run(
-        [sys.executable, str(REPO / "ltx2k" / "bytecode.py")],
+        [sys.executable, str(REPO / "ltx2k" / "runner" / "bytecode.py")],
         env=env,
         capture_output=True,
         text=True,

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import cases, shapes, variants
+from ltx2k.workload import cases, shapes, variants
 
 pytestmark = pytest.mark.slow
 

@@ -1089,7 +1089,7 @@ def test_pr_gate_verdicts(sandbox, asv_rc, regress_rc, verdict, exit_ok):
     assert asv["env"]["TRITON_CACHE_DIR"].startswith(str(sandbox.root.parent)), (
         "PR cache not private"
     )
-    # Nor may it write the bytecode main's runs read (ltx2k/bytecode.py); it keeps its own.
+    # Nor may it write the bytecode main's runs read (ltx2k/runner/bytecode.py); it keeps its own.
     assert asv["env"]["PYTHONPYCACHEPREFIX"].startswith(str(sandbox.root.parent)), (
         "PR bytecode not private"
     )

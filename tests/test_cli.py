@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import cases, cli, pipeline, runtime
+from ltx2k import cli, pipeline, runtime
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
+from ltx2k.workload import cases
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "asv.conf.json")

@@ -365,7 +365,7 @@ def test_the_private_config_keeps_results_out_of_the_history(tmp_path, repo):
     assert conf["repo"] == str(root.resolve())
     assert conf["env_dir"] == str((root / ".asv" / "env").resolve())  # builds shared
     assert conf["benchmark_dir"] == str((root / "benchmarks").resolve())
-    # asv imports ".ltx2k.asv_env" from the config's folder
+    # asv imports ".ltx2k.runner.asv_env" from the config's folder
     assert (tmp_path / "work" / "ltx2k").resolve() == (root / "ltx2k").resolve()
     with pytest.raises(ValueError, match="never writes into the runner's history"):
         private_config(root / "asv.conf.json", root)
@@ -444,7 +444,7 @@ HOST_VALUES = [1.20, 1.23, 1.19, 1.25, 1.21, 1.22, 1.18, 1.24, 1.22, 1.20, 1.21,
 
 
 def _write_values(path, commit, values, benchmark=HOST, params=HOST_PARAMS, monkeypatch=None):
-    from ltx2k import process_values
+    from ltx2k.runner import process_values
 
     monkeypatch.setenv(process_values.ENV, str(path))
     monkeypatch.setenv("ASV_COMMIT", commit)
@@ -454,7 +454,7 @@ def _write_values(path, commit, values, benchmark=HOST, params=HOST_PARAMS, monk
 
 
 def test_process_values_round_trip_and_what_is_not_written(tmp_path, monkeypatch):
-    from ltx2k import process_values
+    from ltx2k.runner import process_values
 
     path = tmp_path / "v.jsonl"
     monkeypatch.delenv(process_values.ENV, raising=False)
@@ -657,7 +657,7 @@ class FakeAsvWithProcessValues(FakeAsv):
         self.envs: list[dict] = []
 
     def __call__(self, cmd, env):
-        from ltx2k import process_values
+        from ltx2k.runner import process_values
 
         self.envs.append(dict(env))
         if cmd[3] == "continuous":
@@ -674,7 +674,7 @@ class FakeAsvWithProcessValues(FakeAsv):
 
 
 def test_confirm_hands_asv_a_process_values_file_per_pair_and_judges_on_it(repo, tmp_path):
-    from ltx2k import process_values
+    from ltx2k.runner import process_values
 
     _, c = repo
     fake = FakeAsvWithProcessValues({c[3]: HOST_VALUES, c[4]: [v * 1.08 for v in HOST_VALUES]})
@@ -846,7 +846,7 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     first to the sleeping commit and confirm it, and must not confirm the second."""
     from test_ci_e2e import Stack
 
-    from ltx2k import shapes, variants
+    from ltx2k.workload import shapes, variants
 
     stack = Stack(tmp_path)
     checkout = tmp_path / "confirm"

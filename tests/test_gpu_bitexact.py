@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2k import cases, reference, shapes
 from ltx2k.kernels import adaln, rope
+from ltx2k.workload import cases, reference, shapes
 
 pytestmark = [
     pytest.mark.gpu,

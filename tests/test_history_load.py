@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from asv.results import Results
 
-from ltx2k import shapes, variants
 from ltx2k.history.records import Problem, Record, load_results
+from ltx2k.workload import shapes, variants
 from tools.synthetic_history import generate_history, suite
 
 FAIL = "h100-80gb-hbm3:SplitRope.time_device_warm:eager:B4_S25_H32_D64:commit=1"
@@ -360,7 +360,7 @@ def test_every_cut_of_a_result_file_reads_as_truncated(tmp_path):
 def test_gpu_uuid_comes_from_the_shard_run_tag(hist):
     """Records carry the GPU shard-run wrote into their file; untagged files say None."""
     from ltx2k.history.tags import TAG_KEY, tag_results
-    from ltx2k.machine import Gpu
+    from ltx2k.runner.machine import Gpu
 
     _, results = hist
     gpu = Gpu(1, "GPU-0a1b2c3d-aaaa-bbbb-cccc-000000000001", "NVIDIA H200")

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ltx2k import cli, partition
+from ltx2k import cli
 from ltx2k.analysis import interference as itf
 from ltx2k.history.records import Record
 from ltx2k.history.tags import read_tags
+from ltx2k.runner import partition
 from tools import synthetic_history as synthetic
 
 NOISE = {"time_device_cold": 0.01, "time_host_latency": 0.05}

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from ltx2k import asv_run, machine
+from ltx2k.runner import asv_run, machine
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_run_command_records_samples_and_names_the_machine():
 def _fake_gpu_run(tmp_path, monkeypatch, gpus):
     """``ltx2k run`` on a GPU machine whose asv measures benchmark ``b`` of a file that
     already holds ``a`` (measured before, same started_at). Returns the file's path."""
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     conf = tmp_path / "asv.conf.json"
     conf.write_text('{"version": 1, "results_dir": "res"}')

@@ -8,8 +8,9 @@ import statistics
 import pytest
 import torch
 
-from ltx2k import cases, runtime, shapes
+from ltx2k import runtime
 from ltx2k.measure import device_time, gate, suite
+from ltx2k.workload import cases, shapes
 
 ON_GPU = runtime.device() == "cuda"
 ADA = cases.shapes_for("ada_values9", ON_GPU)[0]
@@ -233,7 +234,7 @@ parent = {"cuda_initialized": torch.cuda.is_initialized(), "driver": forked.cuda
 
 def child():
     # The child still creates its own context and runs a kernel, bit-exact.
-    from ltx2k import cases, shapes
+    from ltx2k.workload import cases, shapes
     from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
     shape = shapes.ROPE_SHAPES[0]
     x, cos, sin = cases.rope_inputs(shape, "cuda")
@@ -330,8 +331,8 @@ def test_driver_state_is_asked_only_where_libcuda_is_loaded(monkeypatch, tmp_pat
 def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interpreter(monkeypatch):
     import functools
 
-    from ltx2k import shapes
     from ltx2k.measure import forked, suite
+    from ltx2k.workload import shapes
 
     def no_fork(fn):
         raise AssertionError("forked a process that has a CUDA context")
@@ -350,8 +351,8 @@ def test_a_process_with_a_cuda_context_is_not_forked_but_gets_a_fresh_interprete
 
 
 def test_host_calibrated_is_one_value_per_process_from_gated_processes():
-    from ltx2k import shapes
     from ltx2k.measure import suite
+    from ltx2k.workload import shapes
 
     shape = shapes.ADA_SHAPES_CPU[0]
     values = suite.host_calibrated("ada_values9", "slab_dconst", shape, processes=3)

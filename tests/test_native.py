@@ -26,8 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import cases, reference, shapes
 from ltx2k.kernels import _native, adaln, rope
+from ltx2k.workload import cases, reference, shapes
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

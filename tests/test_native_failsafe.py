@@ -33,8 +33,8 @@ import triton
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ltx2k
-from ltx2k import cases, shapes
 from ltx2k.kernels import _launch, _native, adaln, rope
+from ltx2k.workload import cases, shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx2k import variants
+from ltx2k.workload import variants
 
 ROOT = Path(__file__).resolve().parents[1]
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

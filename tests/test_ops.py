@@ -15,8 +15,9 @@ import torch
 from torch.library import opcheck
 
 import ltx2k
-from ltx2k import cases, reference, runtime, shapes
+from ltx2k import runtime
 from ltx2k.kernels import _native, adaln, ops, rope
+from ltx2k.workload import cases, reference, shapes
 
 DEVICE = runtime.device()
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -334,7 +335,7 @@ def test_second_derivatives_match_eager_autograd(exact):
 
 # --- on a GPU -------------------------------------------------------------------------
 
-# The decode shape and a production-size one (tracked shapes, ltx2k.shapes).
+# The decode shape and a production-size one (tracked shapes, ltx2k.workload.shapes).
 GPU_ROPE = [shapes.RopeShape(1, 1, 32, 128), shapes.RopeShape(2, 4096, 32, 128)]
 GPU_ADA = [shapes.AdaShape(1, 1, 4096, "bf16"), shapes.AdaShape(2, 4096, 4096, "fp32")]
 

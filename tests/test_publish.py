@@ -1,5 +1,5 @@
 """``ltx2k publish``'s checks and defaults (:func:`ltx2k.report.publish.publish_dashboard`),
-and publish's asv access going through :mod:`ltx2k.asv_compat`.
+and publish's asv access going through :mod:`ltx2k.runner.asv_compat`.
 
 The site itself (asv's pages, the summary) is tested in test_report.py.
 """
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import asv_compat, cli
+from ltx2k import cli
 from ltx2k.report import publish
+from ltx2k.runner import asv_compat
 from tools.synthetic_history import generate_history
 
 ROOT = Path(__file__).resolve().parents[1]

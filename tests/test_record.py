@@ -1,4 +1,4 @@
-"""The shape recorder (ltx2k.record): what a real caller's calls leave in the file."""
+"""The shape recorder (ltx2k.workload.record): what a real caller's calls leave in the file."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import torch
 from conftest import DEVICE
 
 import ltx2k
-from ltx2k import cases, record, shapes
 from ltx2k.kernels.adaln import ltx2_ada_values9
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
+from ltx2k.workload import cases, record, shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 ROPE = shapes.RopeShape(1, 3, 2, 16)
@@ -232,7 +232,7 @@ def _write(path: Path, text: str) -> Path:
 
 _SERVE = """
 import torch
-from ltx2k import cases, shapes
+from ltx2k.workload import cases, shapes
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
 args = cases.rope_inputs(shapes.RopeShape(1, 2, 1, 8), "cpu", seed=0)
 for _ in range(4):

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import shapes, variants
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import Baseline, Cell, Report, Row, StepInfo
 from ltx2k.history.records import load_results
 from ltx2k.report import asv_site, firstscreen, links, page, plots, publish
 from ltx2k.report.firstscreen import markup
 from ltx2k.report.plots import kernel_history, style
+from ltx2k.workload import shapes, variants
 from tools.synthetic_history import generate_history
 
 N_COMMITS = 12

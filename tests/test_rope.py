@@ -2,7 +2,7 @@
 
 The contract is bit-exactness. On the CPU the interpreter rounds fp32->bf16
 by truncation where a GPU rounds to nearest even, so the bit-exact tests use
-inputs for which no rounding ever happens (ltx2k.cases, ``exact=True``);
+inputs for which no rounding ever happens (ltx2k.workload.cases, ``exact=True``);
 one random-input test per variant bounds the error by the rounding-mode
 difference instead. The mutation tests at the bottom launch the real kernel
 with deliberately wrong indexing and prove that these checks fail for it.
@@ -14,14 +14,15 @@ import pytest
 import torch
 import triton
 
-from ltx2k import cases, reference, runtime, shapes
+from ltx2k import runtime
 from ltx2k.kernels import rope
+from ltx2k.workload import cases, reference, shapes
 
 DEVICE = runtime.device()
 
 
 def rope_inputs(B, S, H, D, *, seed, exact=False, transposed=False, device=DEVICE):
-    """The inputs the benchmarks and the gate use (ltx2k.cases), for an ad-hoc shape."""
+    """The inputs the benchmarks and the gate use (ltx2k.workload.cases), for an ad-hoc shape."""
     shape = shapes.RopeShape(B, S, H, D)
     return cases.rope_inputs(shape, device, seed, exact=exact, transposed=transposed)
 

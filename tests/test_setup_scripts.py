@@ -95,12 +95,12 @@ def test_per_job_venv_installs_nothing_into_the_base_python(tmp_path):
         check=True,
     ).stdout.strip()
     assert Path(where).is_relative_to(clone)
-    # asv's per-commit envs (ltx2k/asv_env.py) inherit what the job's venv inherits.
+    # asv's per-commit envs (ltx2k/runner/asv_env.py) inherit what the job's venv inherits.
     inherited = subprocess.run(
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import ltx2k.asv_env as e; print(e.host_site_dirs())",
+            "import ltx2k.runner.asv_env as e; print(e.host_site_dirs())",
         ],
         cwd=tmp_path,
         capture_output=True,

@@ -1,4 +1,5 @@
-"""The suite's shapes as data (ltx2k/shapes.json) and ``ltx2k shapes`` / ``ltx2k shapes add``."""
+"""The suite's shapes as data (ltx2k/workload/shapes.json), ``ltx2k shapes`` and
+``ltx2k shapes add``."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import torch
 from conftest import DEVICE
 
 import ltx2k
-from ltx2k import cases, cli, record, shapes
+from ltx2k import cli
 from ltx2k.kernels.adaln import ltx2_ada_values9
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
+from ltx2k.workload import cases, record, shapes
 
 # The labels, in order, from before the shapes were data: each is the key of an asv
 # history, so the data file may only ever add to the end of these lists.

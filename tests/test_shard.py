@@ -25,9 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltx2k import asv_launch, machine, partition, shard
 from ltx2k.history import merge
 from ltx2k.history.tags import read_tags
+from ltx2k.runner import asv_launch, machine, partition, shard
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "h200"
@@ -246,7 +246,7 @@ def test_listing_gpus_never_imports_torch(tmp_path):
     fake.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
     fake.chmod(0o755)
     code = (
-        "import sys; from ltx2k import machine; g = machine.list_gpus(); "
+        "import sys; from ltx2k.runner import machine; g = machine.list_gpus(); "
         "print(len(g), [x.index for x in g], 'torch' in sys.modules)"
     )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "1,2"}
@@ -773,7 +773,7 @@ def test_launcher_command_isolates_each_shard(tmp_path):
     conf = tmp_path / "asv.conf.json"
     conf.write_text(
         '{\n  // comment\n  "version": 1, "repo": ".", "benchmark_dir": "benchmarks",\n'
-        '  "results_dir": "results", "env_dir": ".asv/env", "plugins": [".ltx2k.asv_env"]\n}'
+        '  "results_dir": "results", "env_dir": ".asv/env", "plugins": [".ltx2k.runner.asv_env"]\n}'
     )
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "ltx2k").mkdir()

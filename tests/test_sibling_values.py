@@ -1,4 +1,4 @@
-"""The table benchmark processes forked from one parent share (ltx2k/sibling_values.py)."""
+"""The table benchmark processes forked from one parent share (ltx2k/runner/sibling_values.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ltx2k.sibling_values import _HEADER, SiblingValues
+from ltx2k.runner.sibling_values import _HEADER, SiblingValues
 
 
 def _in_child(fn) -> int:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ltx2k import cases, shapes, variants
 from ltx2k.measure import device_time
+from ltx2k.workload import cases, shapes, variants
 
 ROOT = Path(__file__).resolve().parent.parent
 L2 = 60 << 20  # the H200's

@@ -187,7 +187,7 @@ _GPU_SCRIPT = r"""
 import threading
 import torch
 import ltx2k
-from ltx2k import cases, reference, shapes
+from ltx2k.workload import cases, reference, shapes
 from ltx2k.kernels import adaln, rope
 
 THREADS, LAYOUTS = 8, 12

@@ -18,20 +18,22 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ltx2k import cases, reference, runtime, shapes
+from ltx2k import runtime
 from ltx2k.kernels import _checks, adaln, rope
+from ltx2k.workload import cases, reference, shapes
 
 DEVICE = runtime.device()
 
 
 def rope_inputs(B, S, H, D, *, seed, exact=False, transposed=False, device=DEVICE):
-    """The inputs the benchmarks and the gate use (ltx2k.cases), for an ad-hoc shape."""
+    """The inputs the benchmarks and the gate use (ltx2k.workload.cases), for an ad-hoc shape."""
     shape = shapes.RopeShape(B, S, H, D)
     return cases.rope_inputs(shape, device, seed, exact=exact, transposed=transposed)
 
 
 def ada_inputs(B, S, D, table_dtype, *, seed, exact=False, device=DEVICE):
-    """The inputs the benchmarks and the gate use (ltx2k.cases); table_dtype "bf16"/"fp32"."""
+    """The inputs the benchmarks and the gate use (ltx2k.workload.cases); table_dtype is
+    "bf16" or "fp32"."""
     return cases.ada_inputs(shapes.AdaShape(B, S, D, table_dtype), device, seed, exact=exact)
 
 

@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ltx2k import cases, runtime, shapes  # noqa: E402
+from ltx2k import runtime  # noqa: E402
+from ltx2k.workload import cases, shapes
 
 SPATIAL_COMPRESSION = 32  # pixels per latent token along each side
 TEMPORAL_COMPRESSION = 8  # frames per latent frame, after the first

@@ -1,6 +1,6 @@
 """Host latency of the kernels' default path with the shape recorder on and off.
 
-The recorder promises (ltx2k/record.py): outside a recording one test of a global
+The recorder promises (ltx2k/workload/record.py): outside a recording one test of a global
 per call, inside one key of the arguments' metadata and one dictionary update.
 This measures what that costs a caller, in calibrated units (host latency per call
 in eager ``torch.add`` calls, ``ltx2k.measure.suite.host_calibrated``: the
@@ -36,8 +36,8 @@ def _child(mode: str) -> dict:
     runtime.select_backend()
     import ltx2k.kernels.adaln  # noqa: F401 - starts the recording LTX2K_RECORD_SHAPES asks for
     import ltx2k.kernels.rope  # noqa: F401
-    from ltx2k import cases, record, shapes, variants
     from ltx2k.measure import suite
+    from ltx2k.workload import cases, record, shapes, variants
 
     if bool(record._ACTIVE) != (mode == "on"):
         raise RuntimeError(f"mode {mode}: the recorder is {'on' if record._ACTIVE else 'off'}")

@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ltx2k import cases, git, metrics, shapes
+from ltx2k import git
+from ltx2k.workload import cases, metrics, shapes
 
 MODULE = "bench_kernels"  # benchmarks/bench_kernels.py, the asv suite's module
 # asv class name -> the kernel's spec (its name, variants and shapes).
@@ -76,10 +77,10 @@ MACHINES: dict[str, dict] = {
 }
 DEFAULT_MACHINES = tuple(MACHINES)
 
-# (bandwidth efficiency, kernel launches, allocations) per kernel (ltx2k.cases
+# (bandwidth efficiency, kernel launches, allocations) per kernel (ltx2k.workload.cases
 # name) and variant: sglang's original kernels (per_head, separate) reach less
 # of the copy bandwidth and separate launches 9; eager launches several kernels,
-# the optimized ones one. A variant added to ltx2k.cases needs a line here.
+# the optimized ones one. A variant added to ltx2k.workload.cases needs a line here.
 _VARIANT_MODEL = {
     ("split_rope", "per_head"): (0.55, 1, 1),
     ("split_rope", "blocked"): (0.85, 1, 1),

@@ -44,11 +44,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ltx2k import metrics
 from ltx2k.analysis.significance import rank_test_can_reach, samples, signed_rank_can_reach
 from ltx2k.analysis.thresholds import DEFAULT_ALPHA
 from ltx2k.history.records import Record, load_results
-from ltx2k.partition import CONSERVATIVE_EXCLUSIVE
+from ltx2k.runner.partition import CONSERVATIVE_EXCLUSIVE
+from ltx2k.workload import metrics
 
 FAMILIES = ("time_device_cold", "time_host_latency")
 REFERENCE = "alone"

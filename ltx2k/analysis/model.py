@@ -84,7 +84,7 @@ class Cell:
     # The physical GPU that measured the head value, from shard-run's tag in the
     # result file (Record.gpu_uuid); None when the file names only the GPU model.
     gpu_uuid: str | None = None
-    # A metric computed from another cell's measurement (ltx2k.metrics.Metric.derived_from)
+    # A metric computed from another cell's measurement (ltx2k.workload.metrics.Metric.derived_from)
     # takes that cell's flag and step; this names the source benchmark.
     verdict_of: str | None = None
 

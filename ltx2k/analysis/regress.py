@@ -26,7 +26,7 @@ far enough outside the noise to flag (:data:`changepoint.SUSPECT_ALPHA`),
 is ``suspected``: the report names ``ltx2k confirm`` as the next step.
 
 A metric computed from another metric's measurement of the same cell
-(:attr:`ltx2k.metrics.Metric.derived_from`: % of copy bandwidth from the
+(:attr:`ltx2k.workload.metrics.Metric.derived_from`: % of copy bandwidth from the
 cold time's median) gets one verdict with it: its cell takes the source
 cell's flag and step, keeping its own values, so one kernel run is never a
 regression in one table and "ok" in the other.
@@ -40,7 +40,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from ltx2k import metrics
 from ltx2k.analysis import changepoint
 from ltx2k.analysis.model import (
     EXIT_INSUFFICIENT,
@@ -59,6 +58,7 @@ from ltx2k.history import commits as git_commits
 from ltx2k.history import series as hseries
 from ltx2k.history.records import Problem, Record, load_results
 from ltx2k.history.window import Window
+from ltx2k.workload import metrics
 
 __all__ = [
     "EXIT_INSUFFICIENT",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ltx2k import asv_compat
 from ltx2k.history.records import Record
+from ltx2k.runner import asv_compat
 
 
 def samples(rec: Record | None) -> list[float]:

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltx2k import machine
+    from ltx2k.runner import machine
 
     info = machine.identify()
     if args.write:

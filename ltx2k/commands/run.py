@@ -1,4 +1,4 @@
-"""``ltx2k run``: asv run on this machine (:func:`ltx2k.asv_run.run`)."""
+"""``ltx2k run``: asv run on this machine (:func:`ltx2k.runner.asv_run.run`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltx2k import asv_run
+    from ltx2k.runner import asv_run
 
     return asv_run.run(args.asv_args, config=find_config(args.config), dry_run=args.dry_run)

@@ -14,7 +14,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Without an action: every shape of the suite's data file, with its "
         "layout, where it came from and the opt-in metrics timed at it (docs/shapes.md).",
     )
-    s.add_argument("--data", help="the shapes data file (default: ltx2k/shapes.json)")
+    s.add_argument("--data", help="the shapes data file (default: ltx2k/workload/shapes.json)")
     actions = s.add_subparsers(dest="shapes_action", metavar="ACTION")
     add = actions.add_parser(
         "add",
@@ -33,7 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltx2k import shapes
+    from ltx2k.workload import shapes
 
     data = args.data or shapes.DATA_FILE
     suite = shapes.load(data)
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
         return EXIT_OK
-    from ltx2k import record
+    from ltx2k.workload import record
 
     found = record.additions(args.record, suite)
     new = [a for a in found if not a.held]

@@ -1,4 +1,4 @@
-"""``ltx2k shard-run``: one asv process per GPU of the host (:func:`ltx2k.shard.run`)."""
+"""``ltx2k shard-run``: one asv process per GPU of the host (:func:`ltx2k.runner.shard.run`)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltx2k import shard
-    from ltx2k.partition import policy_from_options
+    from ltx2k.runner import shard
+    from ltx2k.runner.partition import policy_from_options
 
     return shard.run(
         args.asv_args,

@@ -68,7 +68,7 @@ def continuous_command(
 
 def private_config(config, work) -> Path:
     """asv.conf.json with results in *work*/results; every other path the original's."""
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     src = Path(os.fspath(config))
     if not src.is_file():
@@ -90,7 +90,7 @@ def private_config(config, work) -> Path:
         )
     work.mkdir(parents=True, exist_ok=True)
     conf["results_dir"] = str(work / "results")
-    # asv imports a relative plugin (".ltx2k.asv_env") from the config's folder.
+    # asv imports a relative plugin (".ltx2k.runner.asv_env") from the config's folder.
     for plugin in conf.get("plugins") or ():
         if isinstance(plugin, str) and plugin.startswith("."):
             top = plugin[1:].split(".")[0]
@@ -104,7 +104,7 @@ def private_config(config, work) -> Path:
 
 def config_repo(config: Path) -> Path:
     """The git repository the config's ``repo`` names (its own folder for a remote one)."""
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     conf = asv_compat.load_json(config, js_comments=True)
     repo = conf.get("repo", ".")
@@ -114,7 +114,7 @@ def config_repo(config: Path) -> Path:
 
 
 def results_dir(config: Path) -> Path:
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     conf = asv_compat.load_json(config, js_comments=True)
     return (Path(config).resolve().parent / conf.get("results_dir", "results")).resolve()

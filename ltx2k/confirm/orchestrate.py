@@ -19,7 +19,7 @@ GPU checks it:
 3. **Judge.** The pair is compared with the cell's own threshold and
    direction (as in the report), :mod:`ltx2k.confirm.verdict`.
 
-The asv environment is the one ``ltx2k run`` sets up (:mod:`ltx2k.asv_run`):
+The asv environment is the one ``ltx2k run`` sets up (:mod:`ltx2k.runner.asv_run`):
 the machine file written from the GPU, ``TRITON_INTERPRET=1`` without a GPU,
 a CUDA context held open on a GPU, the config's launch method and env plugin.
 """
@@ -226,7 +226,7 @@ def _bisect(ctx: _Context, plans: Sequence[Plan], outcome: Outcome) -> dict[Pair
 def _remeasure(ctx: _Context, pairs: dict[Pair, list[Plan]]) -> dict[Pair, tuple[int, str, Path]]:
     """Each pair measured once, all of its cells in one asv continuous: its exit status,
     output and process-values file. Nothing in a dry run, which prints the commands."""
-    from ltx2k import process_values
+    from ltx2k.runner import process_values
 
     measured: dict[Pair, tuple[int, str, Path]] = {}
     for n, ((before, after), group) in enumerate(pairs.items(), 1):
@@ -323,7 +323,8 @@ def run(
     dry_run: bool = False,
 ) -> Outcome:
     """What ``ltx2k confirm`` does: targets from a report or the flags, then :func:`confirm`."""
-    from ltx2k import machine, runtime
+    from ltx2k import runtime
+    from ltx2k.runner import machine
 
     explicit = [benchmark, good, bad]
     if report is not None and any(x is not None for x in explicit):

@@ -3,7 +3,7 @@ with its own threshold and direction, on every measuring process's value where t
 
 The step is *confirmed* only if the pair is a regression again. asv keeps one number per
 commit of a ``track_*`` benchmark; where the benchmark also wrote every measuring process's
-value (:mod:`ltx2k.process_values`), those values are its samples, judged by asv's rank test
+value (:mod:`ltx2k.runner.process_values`), those values are its samples, judged by asv's rank test
 at the detector's minimum step.
 """
 
@@ -104,7 +104,7 @@ def _thresholds_for(target: Target, base):
 
 def with_process_values(records: Iterable, path, before: str, after: str):
     """*records*, where a cell has every process's values for both commits of the pair
-    (``ltx2k.process_values``, written by ``track_*`` benchmarks that asv keeps one
+    (``ltx2k.runner.process_values``, written by ``track_*`` benchmarks that asv keeps one
     number of), with those values as its samples and asv's statistics of them;
     the set of (benchmark, params) so replaced; and the number of lines of *path*
     that were not a complete record (skipped).
@@ -112,7 +112,7 @@ def with_process_values(records: Iterable, path, before: str, after: str):
     A cell with values on one side only keeps asv's numbers on both sides: one
     sampled side against a single number is no rank test.
     """
-    from ltx2k import asv_compat, process_values
+    from ltx2k.runner import asv_compat, process_values
 
     values, bad = process_values.load(path)
     records = list(records)

@@ -13,9 +13,9 @@ import math
 import re
 from collections.abc import Mapping
 
-from ltx2k import asv_compat
 from ltx2k.history import names
 from ltx2k.history.tags import tags_of
+from ltx2k.runner import asv_compat
 
 # asv's default benchmark timeout (seconds), used when benchmarks.json is unreadable.
 DEFAULT_TIMEOUT_S = 60.0

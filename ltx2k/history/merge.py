@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k import asv_compat
+from ltx2k.runner import asv_compat
 
 
 def copy_in(dest: Path, shard_results: Path, machine: str, commits: Iterable[str]) -> dict:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from ltx2k import asv_compat
 from ltx2k.history import fields, jsonfile, names
+from ltx2k.runner import asv_compat
 
 # asv stores the API version in every file; these are the versions asv 0.6 writes.
 RESULTS_API_VERSION = 2

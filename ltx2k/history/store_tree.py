@@ -31,7 +31,7 @@ RUNNER_FILE = ".runner"
 
 def _own_machines(machine_file) -> set[str]:
     """Machine names in asv's machine file (~/.asv-machine.json): this runner's own."""
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     path = Path(machine_file or asv_compat.machine_file_path())
     data = _read_json_object(path) if path.is_file() else None
@@ -273,7 +273,7 @@ def _read_json_object(path: Path) -> dict | None:
 
 
 def _write_benchmarks(path: Path, data: dict, *, atomic: bool = False) -> None:
-    from ltx2k import asv_compat
+    from ltx2k.runner import asv_compat
 
     if not atomic:
         # asv's own writer (sorted, indented): identical content gives identical bytes.

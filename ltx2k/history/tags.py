@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ltx2k import asv_compat
+from ltx2k.runner import asv_compat
 
 if TYPE_CHECKING:
-    from ltx2k.machine import Gpu
+    from ltx2k.runner.machine import Gpu
 
 TAG_KEY = "ltx2k_shard"
 TAG_VERSION = 1

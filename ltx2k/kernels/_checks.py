@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ltx2k.record import note as record_call  # noqa: F401 - the public functions' first line
 from ltx2k.runtime import interpreter_requested
+from ltx2k.workload.record import note as record_call  # noqa: F401 - the public functions' first line
 
 # Fixed at import, like Triton's own choice of interpreter: the kernels were
 # decorated in one mode, and reading os.environ per call would also break

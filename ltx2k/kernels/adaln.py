@@ -2,7 +2,7 @@
 
 ``out[i] = bf16(table[i]) + timestep[..., i*D:(i+1)*D]``, added in bf16 (fp32
 add, one rounding), for ``i`` in 0..8 -- bit-identical to
-:func:`ltx2k.reference.ada_values9_reference`.
+:func:`ltx2k.workload.reference.ada_values9_reference`.
 
 Two kernels and four device algorithms (``variant=``). The row kernel (one
 program per token row, all 9 values, one output pointer per value) serves the
@@ -42,8 +42,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import variants
 from ltx2k.kernels import _checks, _launch, _native
+from ltx2k.workload import variants
 
 MAX_D = 16384
 N_VALUES = 9

@@ -9,7 +9,7 @@ Layout: ``x`` is ``[B, S, H*D]``; each head's ``D`` values are two halves
 
 with the cos product rounded to bf16 first, the sine product and the sum in
 fp32, and one final rounding at the store -- the rounding order of the eager
-chain in :func:`ltx2k.reference.split_rotary_reference`.
+chain in :func:`ltx2k.workload.reference.split_rotary_reference`.
 
 The device algorithms (``variant=``) are launch parameters of the same kernel,
 not copies of it:
@@ -54,8 +54,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k import variants
 from ltx2k.kernels import _checks, _launch, _native
+from ltx2k.workload import variants
 
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 512

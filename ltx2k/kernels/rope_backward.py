@@ -6,7 +6,7 @@ Given the output gradient ``g = (g1, g2)`` (halves of each head, as ``x``), ::
     gx2 = bf16(bf16(g2 * cos) - bf16(g1 * sin))
 
 with every product rounded to bf16 before the sum: the rounding order of eager
-autograd through :func:`ltx2k.reference.split_rotary_reference`. There the
+autograd through :func:`ltx2k.workload.reference.split_rotary_reference`. There the
 ``addcmul_`` backward multiplies in bf16 (``grad * tensor1`` rounds) and the
 engine adds the three bf16 gradient contributions of ``split_x``. The forward
 kernel with the sine negated would keep the sine product exact in fp32 and so

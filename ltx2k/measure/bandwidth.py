@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ltx2k import bytecode
+from ltx2k.runner import bytecode
 
 COPY_BYTES = 1 << 30
 

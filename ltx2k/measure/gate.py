@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from ltx2k import cases, runtime
+from ltx2k import runtime
+from ltx2k.workload import cases
 
 
 class CorrectnessError(AssertionError):

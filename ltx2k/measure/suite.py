@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ltx2k import cases, runtime
+from ltx2k import runtime
 from ltx2k.measure import allocations as _alloc
 from ltx2k.measure import bandwidth, device_time, forked, gate, host, kernel_time
+from ltx2k.workload import cases
 
 METRICS = ("device_cold", "device_warm", "host", "kernel")
 # Calls per host-latency sample: one device sync per batch, amortised. In the

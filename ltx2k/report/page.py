@@ -25,7 +25,7 @@ from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.history.records import QUIET_KINDS
 from ltx2k.report import firstscreen, links, plots
 from ltx2k.report.markdown import format_step, format_value
-from ltx2k.variants import BASELINE_VARIANT
+from ltx2k.workload.variants import BASELINE_VARIANT
 
 SUMMARY_HTML = "summary.html"
 SUMMARY_DIR = "summary"  # PNGs, next to summary.html so the page works from any host

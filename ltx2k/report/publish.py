@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
 from ltx2k.history.jsonfile import parse_json
 from ltx2k.history.records import QUIET_KINDS, Problem, load_results
 from ltx2k.history.store import exit_on_signals
 from ltx2k.history.window import DRAWN, Window
 from ltx2k.report import asv_site, page, staging
+from ltx2k.runner import asv_compat
 
 FAILED_SUFFIX = ".failed"  # html.failed/: the build of a publish whose asv step failed
 

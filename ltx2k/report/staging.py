@@ -18,10 +18,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ltx2k import asv_compat
 from ltx2k.history.jsonfile import parse_json
 from ltx2k.history.records import Problem
 from ltx2k.report import links
+from ltx2k.runner import asv_compat
 
 # Problems that make a result file unusable (asv must not see it): the whole file
 # when the Problem names no benchmark, else only that benchmark of the file.

@@ -31,7 +31,7 @@ ltx2k run -- "${run_args[@]}" "$range"
 # ("Couldn't find ... in branches") and the artifact would show no history.
 # So the dashboard follows this checkout's own history, HEAD, through a copy
 # of the config. The copy sits next to the original because asv resolves the
-# config's paths and its ".ltx2k.asv_env" plugin from the config's folder.
+# config's paths and its ".ltx2k.runner.asv_env" plugin from the config's folder.
 conf=$(mktemp ./.asv-dashboard.XXXXXX)
 trap 'rm -f "$conf"' EXIT
 "$ci_python" - "$conf" <<'PY'

@@ -52,7 +52,7 @@ ci_bootstrap() {
     command -v ltx2k >/dev/null || ci_die "ltx2k is not on PATH (did scripts/bootstrap.sh run?)"
 }
 
-# ci_asv_env MACHINE: the environment `ltx2k run` gives asv (ltx2k/asv_run.py),
+# ci_asv_env MACHINE: the environment `ltx2k run` gives asv (ltx2k/runner/asv_run.py),
 # for the asv commands it does not wrap (continuous, find).
 ci_asv_env() {
     # forkserver launches: torch must not initialise CUDA before the fork.

@@ -50,7 +50,7 @@ mkdir -p "$out"
 TRITON_CACHE_DIR=$(mktemp -d "${RUNNER_TEMP:-/tmp}/ltx2k-pr-triton.XXXXXX")
 export TRITON_CACHE_DIR
 # The same holds for bytecode: main's runs read the bytecode cache of
-# ltx2k/bytecode.py, so PR code writes its own, fresh per job.
+# ltx2k/runner/bytecode.py, so PR code writes its own, fresh per job.
 PYTHONPYCACHEPREFIX=$(mktemp -d "${RUNNER_TEMP:-/tmp}/ltx2k-pr-pycache.XXXXXX")
 export PYTHONPYCACHEPREFIX
 unset PYTHONDONTWRITEBYTECODE

@@ -9,7 +9,7 @@ coloured by the regression report's verdict and names its change-point
 commit; its tooltip names the result file and machine it came from.
 
 Everything here is derived from the records and the report: kernels and
-default variants from :data:`ltx2k.cases.KERNELS`, shapes from the results.
+default variants from :data:`ltx2k.workload.cases.KERNELS`, shapes from the results.
 ``views`` builds that data (:func:`build_views`), ``markup`` writes it as HTML
 (:func:`render`, :func:`status_line`).
 """

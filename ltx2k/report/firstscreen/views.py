@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k import asv_compat, cases, variants
 from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.report import links, plots
-from ltx2k.variants import BASELINE_VARIANT
+from ltx2k.runner import asv_compat
+from ltx2k.workload import cases, variants
+from ltx2k.workload.variants import BASELINE_VARIANT
 
 # How many of a GPU's commits a sparkline spans (the regress window's length).
 SPARK_COMMITS = 20
@@ -402,7 +403,7 @@ def build_views(
         for k in kernels:
             default = default_variant(k)
             if default is None:
-                continue  # a kernel ltx2k.cases does not know has no default to show
+                continue  # a kernel ltx2k.workload.cases does not know has no default to show
             variant = _shown_variant(k, default, index, m, head)
             shapes_here = {s for (mm, kk, _, s) in index if mm == m and kk == k and s}
             table_rows = []

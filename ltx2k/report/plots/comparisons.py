@@ -12,7 +12,6 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from ltx2k import cases
 from ltx2k.report.plots.data import (
     DEVICE_COLD,
     KERNEL_SHAPES,
@@ -37,7 +36,8 @@ from ltx2k.report.plots.style import (
     variant_colours,
     variant_markers,
 )
-from ltx2k.variants import BASELINE_VARIANT
+from ltx2k.workload import cases
+from ltx2k.workload.variants import BASELINE_VARIANT
 
 
 def _latest_values(
@@ -107,7 +107,9 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     """
     baseline = BASELINE_VARIANT.get(kernel)
     if baseline is None:
-        raise ValueError(f"kernel has no BASELINE_VARIANT in ltx2k.variants, got {kernel!r}")
+        raise ValueError(
+            f"kernel has no BASELINE_VARIANT in ltx2k.workload.variants, got {kernel!r}"
+        )
     values = _latest_values(records, kernel, metric)
     machines = sorted({m for m, _, _ in values})
     if not machines:
@@ -181,7 +183,8 @@ def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
 
 
 def bytes_moved(kernel: str, shape: str) -> int | None:
-    """The minimum bytes one call moves (ltx2k.cases), None for an unknown kernel or shape."""
+    """The minimum bytes one call moves (ltx2k.workload.cases); None for an unknown kernel
+    or shape."""
     spec = cases.KERNELS.get(kernel)
     if spec is None:
         return None

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from ltx2k import cases
 from ltx2k.analysis.model import Row
+from ltx2k.workload import cases
 
-# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.cases.
+# asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.workload.cases.
 ASV_CLASS_KERNEL = {spec.asv_class: name for name, spec in cases.KERNELS.items()}
 KERNEL_VARIANTS = {name: spec.variants for name, spec in cases.KERNELS.items()}
 KERNEL_SHAPES = {
@@ -42,10 +42,10 @@ def split_benchmark(name: str) -> tuple[str, str]:
 
 
 def report_row_kernel_metric(row: Row) -> tuple[str, str]:
-    """(kernel, metric) of a regress report row, named as in ltx2k.cases.
+    """(kernel, metric) of a regress report row, named as in ltx2k.workload.cases.
 
     Derived from the benchmark name because the row's ``kernel`` is asv's
-    class name ("SplitRope"), while ltx2k.cases speaks "split_rope".
+    class name ("SplitRope"), while ltx2k.workload.cases speaks "split_rope".
     """
     return split_benchmark(row.benchmark)
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ltx2k import asv_compat
 from ltx2k.analysis.model import Report
 from ltx2k.report.plots.data import (
     DEVICE_COLD,
@@ -38,6 +37,7 @@ from ltx2k.report.plots.style import (
     variant_colours,
     variant_markers,
 )
+from ltx2k.runner import asv_compat
 
 # asv's own default for regressions_thresholds: steps smaller than 5% are noise.
 _STEP_THRESHOLD = 0.05

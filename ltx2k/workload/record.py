@@ -227,7 +227,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def _replace(path: Path, data: dict) -> None:
-    from ltx2k.shapes import replace_file
+    from ltx2k.workload.shapes import replace_file
 
     replace_file(path, json.dumps(data, indent=1) + "\n")
 
@@ -350,7 +350,7 @@ def read(path: str | os.PathLike) -> dict:
 
 
 def _rope_shape(args: dict, source: str):
-    from ltx2k import shapes
+    from ltx2k.workload import shapes
 
     x, cos, sin = args["x"], args["cos"], args["sin"]
     for name, a in (("x", x), ("cos", cos), ("sin", sin)):
@@ -382,7 +382,7 @@ def _rope_shape(args: dict, source: str):
 
 
 def _ada_shape(args: dict, source: str):
-    from ltx2k import shapes
+    from ltx2k.workload import shapes
 
     table, ts = args["scale_shift_table"], args["timestep"]
     dtypes = {"bfloat16": "bf16", "float32": "fp32"}
@@ -422,12 +422,12 @@ class Addition:
 
 def additions(record_path: str | os.PathLike, suite=None) -> list[Addition]:
     """Every suite shape the recorder file's signatures map to, in the file's order,
-    with their calls; ``held`` says whether the suite (``ltx2k.shapes.load()``) has it.
+    with their calls; ``held`` says whether the suite (``ltx2k.workload.shapes.load()``) has it.
 
     Raises ValueError naming the file and the entry for anything that is not a
     recorder file or a signature no suite shape can stand for.
     """
-    from ltx2k import shapes
+    from ltx2k.workload import shapes
 
     suite = suite or shapes.load()
     data = read(record_path)

@@ -3,21 +3,21 @@
 How a run goes (:func:`shard_run`):
 
 1. **Split.** The range is resolved the way ``asv run RANGE`` resolves it
-   (:func:`ltx2k.asv_launch.resolve_commits`) and dealt out round-robin, commit
-   i to GPU i mod N (:func:`ltx2k.partition.split_commits` says why not blocks).
+   (:func:`ltx2k.runner.asv_launch.resolve_commits`) and dealt out round-robin, commit
+   i to GPU i mod N (:func:`ltx2k.runner.partition.split_commits` says why not blocks).
 2. **Isolate.** Each shard gets a private work directory: its own asv config
    (``results_dir`` and ``env_dir`` inside it), so concurrent asv processes never
    write the same file, and ``asv run HASHFILE:<its commits>``
-   (:class:`ltx2k.asv_launch.AsvLauncher`). Result files the destination already
+   (:class:`ltx2k.runner.asv_launch.AsvLauncher`). Result files the destination already
    holds for the shard's commits are copied in first
    (:func:`ltx2k.history.merge.copy_in`), so ``asv run`` merges into them exactly
    as it would in place and ``--skip-existing*`` keep their meaning.
 3. **Pin.** ``CUDA_VISIBLE_DEVICES`` holds the GPU's UUID, not its index: CUDA
    numbers devices fastest-first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so an
    index could name a different GPU than nvidia-smi's. GPUs are listed with
-   ``nvidia-smi`` (:func:`ltx2k.machine.list_gpus`, never torch), so the parent
+   ``nvidia-smi`` (:func:`ltx2k.runner.machine.list_gpus`, never torch), so the parent
    never creates a CUDA context.
-4. **Phases** (the :class:`ltx2k.partition.Policy`). Benchmarks whose name
+4. **Phases** (the :class:`ltx2k.runner.partition.Policy`). Benchmarks whose name
    matches an *exclusive* regex run in a second phase, one GPU at a time while
    the others idle; all other benchmarks run on every GPU at once.
 5. **Tag.** Every benchmark a shard measured gets its GPU identity and phase in
@@ -45,7 +45,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ltx2k.asv_launch import AsvLauncher, Log, parse_asv_args, resolve_commits
 from ltx2k.history.merge import MergeReport, accumulate, copy_in, merge_results
 
 # TAG_KEY and read_tags stay importable from here: the summary page
@@ -57,8 +56,9 @@ from ltx2k.history.tags import (  # noqa: F401
     read_tags,
     tag_results,
 )
-from ltx2k.machine import Gpu, identify_pinned, list_gpus
-from ltx2k.partition import Policy, partition, phase_regexes, split_commits
+from ltx2k.runner.asv_launch import AsvLauncher, Log, parse_asv_args, resolve_commits
+from ltx2k.runner.machine import Gpu, identify_pinned, list_gpus
+from ltx2k.runner.partition import Policy, partition, phase_regexes, split_commits
 
 RunOne = Callable[[Sequence[str], Mapping[str, str], Path, Sequence[str]], int]
 
@@ -360,8 +360,9 @@ def run(
     *gpu_list* and *machine* replace nvidia-smi and ``ltx2k machine`` (tests
     run fake GPUs on the CPU interpreter with them).
     """
-    from ltx2k import asv_compat, asv_run, runtime
-    from ltx2k import machine as machine_mod
+    from ltx2k import runtime
+    from ltx2k.runner import asv_compat, asv_run
+    from ltx2k.runner import machine as machine_mod
 
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")

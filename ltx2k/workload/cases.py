@@ -1,6 +1,6 @@
 """Benchmark cases: kernel x variant x shape, as data, with inputs, callables and byte counts.
 
-The shapes come from ``ltx2k.shapes`` and the variants from ``ltx2k.variants``
+The shapes come from ``ltx2k.workload.shapes`` and the variants from ``ltx2k.workload.variants``
 (plain data). This is the one place that knows how to build a kernel's inputs, call a
 variant and count its minimum traffic; the asv suite, pytest-benchmark, the
 CLI and the correctness gate all go through it.
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ltx2k import reference, shapes, variants
+from ltx2k.workload import reference, shapes, variants
 
 BF16 = 2  # bytes
 

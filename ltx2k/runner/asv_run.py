@@ -1,6 +1,6 @@
 """``ltx2k run``: asv run with the settings a runner needs, so nobody retypes them.
 
-- the machine name and fields come from the GPU (ltx2k.machine), written to
+- the machine name and fields come from the GPU (ltx2k.runner.machine), written to
   ~/.asv-machine.json, so results land under results/<gpu-model>/;
 - ``--record-samples`` so every time benchmark stores its raw samples, which
   ``ltx2k regress`` uses for its significance test;
@@ -23,8 +23,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx2k import asv_compat, bytecode, machine, runtime
+from ltx2k import runtime
 from ltx2k.history import tags
+from ltx2k.runner import asv_compat, bytecode, machine
 
 # asv run's own range words: asv resolves them, git does not know them.
 _ASV_RANGE_WORDS = ("NEW", "ALL", "EXISTING", "TAGS")
@@ -115,7 +116,7 @@ def run(
     check_range(asv_args, config)
     info = machine.identify()
     # asv's interpreters (its own, pip's, discovery, forkserver, setup_cache) each import
-    # torch: keep their bytecode where the runner keeps none (ltx2k/bytecode.py).
+    # torch: keep their bytecode where the runner keeps none (ltx2k/runner/bytecode.py).
     env = bytecode.environ_with_cache(os.environ)
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     if info["machine"] == machine.CPU_MACHINE:

@@ -21,7 +21,7 @@ and a caller who sets ``PYTHONPYCACHEPREFIX`` keeps full control.
 
 No imports beyond the standard library: ``benchmarks/bench_kernels.py`` loads
 this file by path before it imports torch, and ``scripts/main.sh`` runs it as a
-script (``eval "$(python ltx2k/bytecode.py)"``) before anything imports torch.
+script (``eval "$(python ltx2k/runner/bytecode.py)"``) before anything imports torch.
 """
 
 from __future__ import annotations

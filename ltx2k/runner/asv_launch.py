@@ -5,7 +5,7 @@ into what shard-run consumes itself (the range, ``-b``, ``--steps``,
 ``--date-period``) and what it passes on to every shard's ``asv run``;
 :func:`resolve_commits` turns the range into the commits ``asv run`` would
 benchmark; :class:`AsvLauncher` runs ``asv run HASHFILE:`` for one shard with a
-private config (the command line itself is :func:`ltx2k.asv_run.build_command`,
+private config (the command line itself is :func:`ltx2k.runner.asv_run.build_command`,
 shared with ``ltx2k run``).
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ltx2k import asv_compat, asv_run
+from ltx2k.runner import asv_compat, asv_run
 
 # asv run options shard-run consumes itself instead of passing them through.
 _RANGE_OPTIONS = ("--bench", "--steps", "--date-period", "--machine")
@@ -127,7 +127,7 @@ class AsvLauncher:
     The config is asv.conf.json with ``results_dir`` and ``env_dir`` moved into
     the shard's work directory. asv changes into the config file's directory
     and resolves relative paths there, so the copy's paths are made absolute,
-    and a plugin imported relative to it (``".ltx2k.asv_env"``) gets a symlink
+    and a plugin imported relative to it (``".ltx2k.runner.asv_env"``) gets a symlink
     to its package next to the copy.
     """
 

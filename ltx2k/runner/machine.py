@@ -10,7 +10,7 @@ runner with the same GPU type shares one comparable history and a second
 runner of that type does not split it. Without a GPU the machine is
 "cpu-interpreter", whose numbers never mix with GPU history.
 
-``python -m ltx2k.machine`` identifies the first visible GPU, writes its entry
+``python -m ltx2k.runner.machine`` identifies the first visible GPU, writes its entry
 to ~/.asv-machine.json and prints the machine name: shard-run runs it in a
 child pinned to one GPU (:func:`identify_pinned`).
 """
@@ -151,7 +151,7 @@ def _host_info(fallback_count: int) -> tuple[str, str]:
 
 def _base_fields() -> dict[str, str]:
     try:  # asv's own defaults, so the standard fields look like asv wrote them
-        from ltx2k import asv_compat
+        from ltx2k.runner import asv_compat
 
         return asv_compat.machine_defaults()
     except ImportError:
@@ -234,7 +234,7 @@ def identify_pinned(gpu: Gpu, environ: Mapping[str, str], cwd=None) -> str:
     env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
     env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     proc = subprocess.run(
-        [sys.executable, "-m", "ltx2k.machine"],
+        [sys.executable, "-m", "ltx2k.runner.machine"],
         env=env,
         cwd=cwd,
         capture_output=True,

@@ -10,7 +10,7 @@ pip are inherited, never reinstalled, and the per-commit ltx2k wheel (built
 ``--no-deps --no-index``) is installed into the env itself, ahead of them on
 ``sys.path``.
 
-Loaded by asv.conf.json ``"plugins": [".ltx2k.asv_env"]`` (the leading dot
+Loaded by asv.conf.json ``"plugins": [".ltx2k.runner.asv_env"]`` (the leading dot
 imports from the directory asv runs in).
 """
 

@@ -13,7 +13,7 @@ Checked against asv 0.6.6 (the version ``pyproject.toml``'s ``bench`` extra
 pins). asv is optional for the package (the kernels need only torch and
 Triton), so every function imports asv when called, never at import time.
 
-One exception lives elsewhere: ``ltx2k/asv_env.py`` is an environment plugin
+One exception lives elsewhere: ``ltx2k/runner/asv_env.py`` is an environment plugin
 that asv itself loads, and a plugin has to subclass
 ``asv.environment.Environment`` where asv finds it.
 """

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ltx2k import asv_compat
+from ltx2k.runner import asv_compat
 
 # Benchmark-name regexes (re.search on e.g. "bench_kernels.SplitRope.time_host_latency")
 # that run one GPU at a time.

@@ -1,6 +1,6 @@
-"""Benchmark shapes, read from the data file ``ltx2k/shapes.json`` (format: docs/shapes.md).
+"""Benchmark shapes, read from the data file ``shapes.json`` next to this (docs/shapes.md).
 
-The kernels' variants are in ``ltx2k/variants.py``. The data file is
+The kernels' variants are in ``ltx2k/workload/variants.py``. The data file is
 **append-only**: a shape's label is the key of its asv history, so renaming or
 reordering one silently orphans that history. New entries go at the end of
 ``shapes``; a new shape's label goes at the end of a ``metric_shapes`` list.
@@ -285,12 +285,12 @@ def listing(suite: SuiteShapes) -> list[tuple[str, ...]]:
 
 _SUITE = load()
 
-# The lists the suite, ltx2k.cases and the CLI use, in data-file order.
+# The lists the suite, ltx2k.workload.cases and the CLI use, in data-file order.
 ROPE_SHAPES: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "gpu")]
 ADA_SHAPES: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "gpu")]
 ROPE_SHAPES_CPU: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "cpu-interpreter")]
 ADA_SHAPES_CPU: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "cpu-interpreter")]
-# The calibrated host-latency metric times the default variant (ltx2k.variants) here.
+# The calibrated host-latency metric times the default variant (ltx2k.workload.variants) here.
 HOST_BOUND_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["host_calibrated"]
 # Shapes timed for kernel duration (CUPTI).
 KERNEL_TIME_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["kernel"]

@@ -1,8 +1,8 @@
 """The kernels' variants and host launch paths, as data.
 
-Shapes (``ltx2k/shapes.py``) say how big a problem is; this module says which
+Shapes (``ltx2k/workload/shapes.py``) say how big a problem is; this module says which
 algorithms and peers each kernel is timed as, how it is launched, and which
-variant is the default and which the baseline. ``ltx2k.cases`` builds its
+variant is the default and which the baseline. ``ltx2k.workload.cases`` builds its
 ``KERNELS`` from both.
 
 No imports: ``benchmarks/bench_kernels.py`` loads this file by path from the
