@@ -14,6 +14,11 @@ from pathlib import Path
 
 from ltx2k.history import fields
 
+# asv stores the API version in every file; these are the versions asv 0.6 writes.
+RESULTS_API_VERSION = 2
+MACHINE_API_VERSION = 1
+BENCHMARKS_API_VERSION = 2
+
 # Bounds on what is read at all. A result file of the whole suite is well under
 # a megabyte; asv's files nest five levels deep and hold no integer longer than
 # a millisecond date. Past these, a file is hostile or broken, and parsing it

@@ -29,12 +29,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ltx2k.history import fields, jsonfile, names
+from ltx2k.history.jsonfile import (
+    BENCHMARKS_API_VERSION,
+    MACHINE_API_VERSION,
+    RESULTS_API_VERSION,
+)
 from ltx2k.runner import asv_compat
-
-# asv stores the API version in every file; these are the versions asv 0.6 writes.
-RESULTS_API_VERSION = 2
-MACHINE_API_VERSION = 1
-BENCHMARKS_API_VERSION = 2
 
 _EMPTY: Mapping = MappingProxyType({})
 

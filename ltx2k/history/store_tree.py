@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ltx2k.history import store_kills
+from ltx2k.history.jsonfile import BENCHMARKS_API_VERSION
 
 STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point at it
 BENCHMARKS_JSON = "benchmarks.json"
-_BENCHMARKS_API_VERSION = 2
 
 # results/<machine>/.runner names the runner that first pushed that machine (not
 # .json, so neither asv nor the loader reads it). Another runner replacing one
@@ -277,11 +277,11 @@ def _write_benchmarks(path: Path, data: dict, *, atomic: bool = False) -> None:
 
     if not atomic:
         # asv's own writer (sorted, indented): identical content gives identical bytes.
-        asv_compat.write_json(path, data, api_version=_BENCHMARKS_API_VERSION)
+        asv_compat.write_json(path, data, api_version=BENCHMARKS_API_VERSION)
         return
     tmp = store_kills.tmp_name(path)
     try:
-        asv_compat.write_json(tmp, data, api_version=_BENCHMARKS_API_VERSION)
+        asv_compat.write_json(tmp, data, api_version=BENCHMARKS_API_VERSION)
         store_kills.pause_point("replace")
         os.replace(tmp, path)
     finally:
