@@ -225,3 +225,12 @@ def _bounded_int(digits: str) -> int:
             f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})"
         )
     return int(digits)
+
+
+def is_regular(path: Path) -> bool:
+    """Whether *path* itself, not what a link points to, is a regular file: the only files
+    the store, the loader's callers and the publisher ever read."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False

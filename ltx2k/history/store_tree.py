@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from ltx2k.history import store_kills
-from ltx2k.history.jsonfile import BENCHMARKS_API_VERSION
+from ltx2k.history.jsonfile import BENCHMARKS_API_VERSION, is_regular
 
 STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point at it
 BENCHMARKS_JSON = "benchmarks.json"
@@ -85,7 +84,7 @@ def collect(results_dir: Path, machines: list[str], log: Callable[[str], None]):
     files, skipped = [], []
     for m in machines:
         for src in sorted((results_dir / m).glob("*.json")):
-            if not _is_regular(src):
+            if not is_regular(src):
                 if src.is_symlink() or src.exists():
                     log(f"skipping {src}: not a regular file (a link, FIFO or device)")
                     skipped.append(str(src))
@@ -117,7 +116,7 @@ def check_runner(work: Path, files, machines: list[str], runner: str) -> list[st
         ident = work / STORE_ROOT / m / RUNNER_FILE
         owner = (
             ident.read_text(encoding="utf-8", errors="replace").strip()
-            if _is_regular(ident)
+            if is_regular(ident)
             else None
         )
         if owner is None:
@@ -133,7 +132,7 @@ def check_runner(work: Path, files, machines: list[str], runner: str) -> list[st
             # machine.json describes the machine; the newest writer may update it
             if rel.startswith(f"{STORE_ROOT}/{m}/")
             and not rel.endswith("/machine.json")
-            and _is_regular(work / rel)
+            and is_regular(work / rel)
             and (work / rel).read_bytes() != src.read_bytes()
         ]
         if clash:
@@ -237,14 +236,6 @@ def merge_benchmarks(base: dict | None, incoming: dict | None) -> dict:
     return out
 
 
-def _is_regular(path: Path) -> bool:
-    """A regular file itself, not through a link: what push and pull ever read."""
-    try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
-        return False
-
-
 def _store_files(src_root: Path) -> tuple[list[Path], list[str]]:
     """(regular files, everything else) under *src_root*, links never followed.
 
@@ -258,12 +249,12 @@ def _store_files(src_root: Path) -> tuple[list[Path], list[str]]:
                 refused.append(os.path.join(top, name))
         for name in names:
             p = Path(top, name)
-            (files if _is_regular(p) else refused).append(p)
+            (files if is_regular(p) else refused).append(p)
     return sorted(files), sorted(str(Path(r).relative_to(src_root).as_posix()) for r in refused)
 
 
 def _read_json_object(path: Path) -> dict | None:
-    if path.exists() and not _is_regular(path):
+    if path.exists() and not is_regular(path):
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

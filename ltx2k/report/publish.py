@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ltx2k.analysis.model import Report
-from ltx2k.history.jsonfile import parse_json
+from ltx2k.history.jsonfile import is_regular, parse_json
 from ltx2k.history.records import QUIET_KINDS, Problem, load_results
 from ltx2k.history.store import exit_on_signals
 from ltx2k.history.window import DRAWN, Window
@@ -403,7 +403,7 @@ def _machines_info(results: Path) -> dict[str, dict]:
     """machine.json contents of machines that have one (broken ones are already Problems)."""
     info = {}
     for d in sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if d.is_symlink() or not staging.is_regular(d / "machine.json"):
+        if d.is_symlink() or not is_regular(d / "machine.json"):
             info[d.name] = {}
             continue
         try:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 from pathlib import Path
 from typing import Any
 
-from ltx2k.history.jsonfile import parse_json
+from ltx2k.history.jsonfile import is_regular, parse_json
 from ltx2k.history.records import Problem
 from ltx2k.report import links
 from ltx2k.runner import asv_compat
@@ -181,14 +180,6 @@ def stage_results(
             )
         )
     return staged
-
-
-def is_regular(path: Path) -> bool:
-    """Whether *path* itself, not what a link points to, is a regular file."""
-    try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
-        return False
 
 
 def _without(path: Path, benchmarks: set[str], folder: Path) -> Path | None:
