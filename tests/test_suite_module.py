@@ -3,8 +3,11 @@ which cells skip and why, where its parameters come from, and its environment de
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -512,3 +515,60 @@ def test_opt_in_metrics_time_only_their_listed_shapes_on_a_gpu(on_gpu):
     on_gpu.ON_GPU = False
     cpu = [s.label for s in shapes.ROPE_SHAPES_CPU]
     assert labels("split_rope", "host", shapes.ROPE_SHAPES_CPU) == cpu
+
+
+def _installed_cases_in(tree: Path, files: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run the suite's ``_installed_cases`` against a package laid out as *files* say."""
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    source = (ROOT / "benchmarks" / "bench_kernels.py").read_text()
+    (fn,) = [
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name == "_installed_cases"
+    ]
+    code = f"{ast.get_source_segment(source, fn)}\nprint(_installed_cases().WHERE)"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return subprocess.run(
+        [sys.executable, "-S", "-c", code],  # -S: not the installed ltx2k
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "files, want",
+    [
+        ({"ltx2k/__init__.py": "", "ltx2k/cases.py": "WHERE = 'root'"}, "root"),
+        (
+            {
+                "ltx2k/__init__.py": "",
+                "ltx2k/workload/__init__.py": "",
+                "ltx2k/workload/cases.py": "WHERE = 'workload'",
+            },
+            "workload",
+        ),
+        # A commit whose cases module is broken fails as itself, never as "an old layout".
+        (
+            {
+                "ltx2k/__init__.py": "",
+                "ltx2k/workload/__init__.py": "",
+                "ltx2k/workload/cases.py": "import no_such_module",
+            },
+            "error: no_such_module",
+        ),
+    ],
+    ids=["layout_before_workload", "workload_layout", "broken_cases"],
+)
+def test_the_suite_imports_the_benchmarked_commits_cases_in_either_layout(tmp_path, files, want):
+    proc = _installed_cases_in(tmp_path, files)
+    if want.startswith("error: "):
+        assert proc.returncode != 0 and want.removeprefix("error: ") in proc.stderr
+        assert "ltx2k.cases" not in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == want
