@@ -54,7 +54,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 
-def _load_tree_module(name: str):
+def _load_tree_module(folder: str, name: str):
     # ltx2k/<folder>/<name>.py of the working tree (the package layout of docs/layout.md).
     # The parameter lists come from the working tree's ltx2k/workload/shapes.py and
     # ltx2k/workload/variants.py, not the installed (benchmarked) commit: asv maps
@@ -63,7 +63,6 @@ def _load_tree_module(name: str):
     # always match it; an old commit's own ltx2k (where the variants were still
     # in shapes.py) is never read for them, so no fallback is needed. The same
     # holds for process_values.py, the record format ltx2k confirm reads.
-    folder = "runner" if name in ("bytecode", "process_values", "sibling_values") else "workload"
     path = Path(__file__).resolve().parent.parent / "ltx2k" / folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_ltx2k_bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)
@@ -104,14 +103,14 @@ def _in_asv_runner() -> bool:
 # interpreters would compile torch, Triton and inductor from source
 # (ltx2k/runner/bytecode.py). `ltx2k run` sets this up in the environment already.
 if _in_asv_runner():
-    _load_tree_module("bytecode").enable_in_this_process()
+    _load_tree_module("runner", "bytecode").enable_in_this_process()
 
-_SHAPES = _load_tree_module("shapes")
-_VARIANTS = _load_tree_module("variants")
-_PROCESS_VALUES = _load_tree_module("process_values")
+_SHAPES = _load_tree_module("workload", "shapes")
+_VARIANTS = _load_tree_module("workload", "variants")
+_PROCESS_VALUES = _load_tree_module("runner", "process_values")
 # Created in asv's forkserver when it imports this module: every benchmark process of
 # this commit's run is forked after it and shares the table (ltx2k/runner/sibling_values.py).
-_SIBLINGS = _load_tree_module("sibling_values").SiblingValues()
+_SIBLINGS = _load_tree_module("runner", "sibling_values").SiblingValues()
 ON_GPU = _has_gpu()
 if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"

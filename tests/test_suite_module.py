@@ -322,7 +322,7 @@ def test_bandwidth_reads_the_cold_median_its_cells_cold_process_left(bench, monk
     from ltx2k.measure import suite
 
     monkeypatch.setattr(
-        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+        bench, "_SIBLINGS", bench._load_tree_module("runner", "sibling_values").SiblingValues()
     )
     variant, label = _cold_cell(bench, kernel)
     cls = getattr(bench, cases.KERNELS[kernel].asv_class)
@@ -354,7 +354,7 @@ def test_without_a_cold_value_the_bandwidth_cell_measures_it_itself(bench, monke
     from ltx2k.measure import suite
 
     monkeypatch.setattr(
-        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+        bench, "_SIBLINGS", bench._load_tree_module("runner", "sibling_values").SiblingValues()
     )
     variant, label = _cold_cell(bench, "split_rope")
     calls = []
@@ -367,7 +367,7 @@ def test_a_cold_process_that_measured_nothing_leaves_nothing(bench, monkeypatch)
     """A teardown after a skipped setup, or for another cell than the one prepared, must not
     leave that other cell's samples under this cell's name."""
     monkeypatch.setattr(
-        bench, "_SIBLINGS", bench._load_tree_module("sibling_values").SiblingValues()
+        bench, "_SIBLINGS", bench._load_tree_module("runner", "sibling_values").SiblingValues()
     )
     variant, label = _cold_cell(bench, "split_rope")
     other = bench._KERNELS["split_rope"][0][1]

@@ -49,7 +49,6 @@ MAX_ALIGNMENT = 16
 
 # The native key's first word (shape_count in ltx2k/kernels/_native.cpp).
 KERNEL_IDS = {kernel: i for i, kernel in enumerate(ARGS)}
-KERNELS_BY_ID = dict(enumerate(ARGS))
 
 # The recordings calls go to; empty outside any (the one test a call pays then).
 _ACTIVE: tuple[Recording, ...] = ()
@@ -118,7 +117,7 @@ def _decode(key: bytes | tuple) -> tuple:
     if isinstance(key, tuple):
         return key
     words = memoryview(key).cast("q").tolist()
-    kernel, i, metas = KERNELS_BY_ID[words[0]], 1, []
+    kernel, i, metas = list(ARGS)[words[0]], 1, []
     while i < len(words):
         dim = words[i]
         shape, stride = words[i + 1 : i + 1 + dim], words[i + 1 + dim : i + 1 + 2 * dim]
