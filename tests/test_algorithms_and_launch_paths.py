@@ -114,12 +114,14 @@ def test_new_variants_are_registered_and_appended():
 
 
 def test_defaults_are_the_measured_winners():
-    """The tiled kernel and, for AdaLN, the grid kernel with D compiled in, each through
-    the native call path (host latency below eager's; docs/kernels/*.md)."""
+    """The tiled kernel with programmatic dependent launch and, for AdaLN, the grid kernel
+    with D compiled in, each through the native call path (host latency below eager's;
+    docs/kernels/*.md)."""
     rope_params = inspect.signature(rope.apply_ltx2_split_rotary_emb).parameters
     ada_params = inspect.signature(adaln.ltx2_ada_values9).parameters
-    assert rope_params["variant"].default == "tiled" and rope_params["launch"].default == "auto"
-    assert rope.CALLS[("tiled", "auto")] == ("tiled", "native")
+    assert rope_params["variant"].default == "tiled_pdl"
+    assert rope_params["launch"].default == "auto"
+    assert rope.CALLS[("tiled_pdl", "auto")] == ("tiled_pdl", "native")
     assert ada_params["variant"].default == "slab_dconst" and ada_params["launch"].default == "auto"
     assert rope.CALLS[("blocked", "auto")] == ("blocked", "native")
     assert adaln.CALLS[("slab_dconst", "auto")] == ("slab_dconst", "native")
@@ -210,7 +212,7 @@ WIDE_CONFIG = {  # H: (block_heads, head_blocks, num_warps, block_tokens)
 
 @pytest.mark.parametrize("H", sorted(WIDE_CONFIG))
 def test_wide_config_table(H):
-    assert tuple(rope.ALGORITHMS["blocked_wide"](H)) == WIDE_CONFIG[H]
+    assert tuple(rope.ALGORITHMS["blocked_wide"](H)) == (*WIDE_CONFIG[H], False)
     assert rope.CALLS[("blocked_lean", "auto")] == ("blocked", "lean")
 
 

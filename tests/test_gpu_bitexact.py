@@ -122,11 +122,12 @@ def test_compile_fullgraph_rope(variant, shape):
 
 
 @pytest.mark.parametrize("launch", ["native", "lean", "triton"])
-def test_tiled_cuda_graph_replay_with_new_inputs(launch):
+@pytest.mark.parametrize("variant", ["tiled", "tiled_pdl"])
+def test_tiled_cuda_graph_replay_with_new_inputs(variant, launch):
     """The default under CUDA graphs at a shape where it runs its own tile: the replay reads
     the captured addresses' new values."""
     x, cos, sin = cases.rope_inputs(TILED, "cuda", seed=3)
-    fn = cases.variant_fn("split_rope", "tiled", launch)
+    fn = cases.variant_fn("split_rope", variant, launch)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -141,6 +142,68 @@ def test_tiled_cuda_graph_replay_with_new_inputs(launch):
     graph.replay()
     torch.cuda.synchronize()
     _assert_bitexact(out, reference.split_rotary_reference(x, cos, sin))
+
+
+def _pdl_binaries() -> list:
+    """The split RoPE binaries in Triton's in-memory cache compiled with launch_pdl."""
+    caches = rope._split_rope_kernel.device_caches.get(torch.cuda.current_device())
+    found = list(caches[0].values()) if caches else []
+    return [c for c in found if getattr(c.metadata, "launch_pdl", False)]
+
+
+def test_tiled_pdl_launches_with_griddepcontrol_where_the_gpu_has_it():
+    """On compute capability 9.0 and up the default's binary waits on the grid before it
+    (griddepcontrol.wait) and is launched with the PDL attribute; below, none is."""
+    has = torch.cuda.get_device_capability() >= (9, 0)
+    assert rope._has_pdl(torch.device("cuda")) == has
+    x, cos, sin = cases.rope_inputs(TILED, "cuda", seed=4)
+    for launch in ("triton", "lean", "native"):
+        rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant="tiled_pdl", launch=launch)
+    binaries = _pdl_binaries()
+    if not has:
+        assert binaries == []
+        return
+    assert binaries
+    for b in binaries:
+        assert "griddepcontrol.wait" in b.asm["ptx"]
+        assert "griddepcontrol.launch_dependents" in b.asm["ptx"]
+
+
+@pytest.mark.parametrize("launch", ["native", "lean", "triton"])
+@pytest.mark.parametrize("shape", [ROPE[1], TILED, ROPE[3]], ids=lambda s: s.label)
+def test_tiled_pdl_back_to_back_launches_read_the_one_before(shape, launch):
+    """The hazard PDL adds: a launch that starts while the one before drains. Each call here
+    rotates the output of the call before (read after write) and the call after it
+    overwrites what it read (write after read, through a torch op in between); 24 in a row,
+    eagerly and replayed from a CUDA graph, bit-exact against the chained reference. The
+    native path replays from its second call on (its hit counter)."""
+    x, cos, sin = cases.rope_inputs(shape, "cuda", seed=6)
+    fn = cases.variant_fn("split_rope", "tiled_pdl", launch)
+
+    def chain(step):
+        y = x
+        for i in range(24):
+            y = step(y, cos, sin)
+            if i % 6 == 5:
+                y = y.neg()  # a kernel without PDL between two with it
+        return y
+
+    expected = chain(reference.split_rotary_reference)
+    _assert_bitexact(chain(fn), expected)
+    if launch == "native" and rope._has_pdl(x.device):
+        assert rope._SITES["tiled_pdl"].stats()[1] >= 23
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        chain(fn)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = chain(fn)
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    _assert_bitexact(out, expected)
 
 
 @pytest.mark.parametrize("variant", [None, "slab"], ids=str)

@@ -259,7 +259,6 @@ def test_arg_spec_drops_ints_specialized_to_one():
             FakeCompiled(TYPES, launcher=type("L", (_Launcher,), {"global_scratch_size": 64})()),
             {},
         ),
-        ("PDL", FakeCompiled(TYPES, launcher=type("L", (_Launcher,), {"launch_pdl": True})()), {}),
         (
             "cooperative grid",
             FakeCompiled(
@@ -274,6 +273,41 @@ def test_arg_spec_drops_ints_specialized_to_one():
 )
 def test_arg_spec_refuses_what_the_replay_cannot_pass(what, compiled, kw):
     assert _spec(compiled, **kw) is None, what
+
+
+def test_arg_spec_passes_a_programmatic_dependent_launch():
+    """PDL is a launch attribute, not a parameter: the replay passes the same arguments
+    (and launches with the attribute, ``Entry::pdl``)."""
+    pdl = FakeCompiled(TYPES, launcher=type("L", (_Launcher,), {"launch_pdl": True})())
+    assert _spec(pdl) == _spec(FakeCompiled(TYPES))
+
+
+def test_a_pdl_launch_is_recorded_only_where_the_driver_can_replay_it(mod, monkeypatch):
+    """Replayed without its attribute the launch would differ from the Python path's, so
+    without cuLaunchKernelEx (here: no CUDA driver loaded at all) it is not recorded, and
+    the call still launched (through the normal path, with launch_pdl)."""
+    jit = _toy_jit()
+    jit.device_caches = {0: ({}, {}, None, None, None)}
+    calls = []
+    pdl_launcher = type("L", (_Launcher,), {"launch_pdl": True})
+
+    def run(*args, grid, warmup, **kwargs):
+        calls.append(kwargs)
+        compiled = FakeCompiled(TYPES, launcher=pdl_launcher())
+        jit.device_caches[0][0][f"key-{len(calls)}"] = compiled
+        return compiled
+
+    jit.run = run
+    monkeypatch.setattr(_native._STATE, "module", mod)
+    monkeypatch.setattr(_native, "_current_device", lambda: 0)
+    site = _native.Site("toy_pdl", 2, False)
+    site._bind = lambda: setattr(site, "id", mod.new_site("toy_pdl", 2, False)) or True
+    a, b, out = torch.zeros(8), torch.zeros(8), torch.zeros(8)
+    site.launch_and_record(
+        jit, (2,), (a, b), out, (a, b, out), (8, 2**40), CEXPR, 4, launch_pdl=True
+    )
+    assert calls == [{"BLOCK": 32, "num_warps": 4, "launch_pdl": True}]
+    assert not site.probe(a, b) and site.stats()[0] == 0
 
 
 def test_launch_and_record_lands_a_jit_launch_in_the_memo(mod, monkeypatch):

@@ -226,8 +226,8 @@ EXPECTED_CONFIG = {
 @pytest.mark.parametrize("H", sorted(EXPECTED_CONFIG))
 def test_launch_config_table(H):
     per_head, blocked = EXPECTED_CONFIG[H]
-    assert tuple(rope.ALGORITHMS["per_head"](H)) == per_head
-    assert tuple(rope.ALGORITHMS["blocked"](H)) == blocked
+    assert tuple(rope.ALGORITHMS["per_head"](H)) == (*per_head, False)
+    assert tuple(rope.ALGORITHMS["blocked"](H)) == (*blocked, False)
 
 
 # (head_dim, tokens = B*S, num_sms): decode-sized and video-sized grids, odd and
@@ -262,7 +262,27 @@ TILED_CONFIG = {
 
 @pytest.mark.parametrize("problem", sorted(TILED_CONFIG), ids=str)
 def test_tiled_config_table(problem):
-    assert tuple(rope.ALGORITHMS["tiled"](*problem, 132)) == TILED_CONFIG[problem]
+    assert tuple(rope.ALGORITHMS["tiled"](*problem, 132)) == (*TILED_CONFIG[problem], False)
+
+
+@pytest.mark.parametrize("problem", sorted(TILED_CONFIG), ids=str)
+def test_tiled_pdl_is_tiled_with_programmatic_dependent_launch(problem):
+    tiled = rope.ALGORITHMS["tiled"](*problem, 132)
+    assert rope.ALGORITHMS["tiled_pdl"](*problem, 132) == tiled._replace(pdl=True)
+
+
+def test_tiled_pdl_launches_as_tiled_where_the_device_has_no_pdl(record_launch):
+    """The interpreter (as an A100) runs no griddepcontrol: the same launch as "tiled",
+    with PDL off in the kernel and no launch_pdl option."""
+    assert not rope._has_pdl(torch.device("cpu"))
+    recorder = record_launch(rope, "_split_rope_kernel")
+    x, cos, sin = rope_inputs(2, 6, 4, 16, seed=1, exact=True)
+    for variant in ("tiled", "tiled_pdl"):
+        out = rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant=variant, launch="triton")
+        assert torch.equal(out, reference.split_rotary_reference(x, cos, sin))
+    (grid_a, meta_a), (grid_b, meta_b) = recorder.launches
+    assert grid_a == grid_b and meta_a == meta_b
+    assert meta_b["PDL"] is False and not meta_b.get("launch_pdl", False)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -187,9 +187,13 @@ def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
     for kernel, spec in cases.KERNELS.items():
         fn = getattr(bench, spec.asv_class).time_kernel
         assert fn.param_names == ["variant", "shape"]
-        # every variant; the torch.compile peer on GPUs only
+        # every variant timed for it (not "tiled_pdl": VARIANT_METRICS); the torch.compile
+        # peer on GPUs only
         assert fn.params[0] == [
-            v for v in spec.variants if v != "compiled" or _imported_on_gpu(bench)
+            v
+            for v in spec.variants
+            if "kernel" in bench.VARIANT_METRICS.get(v, ("kernel",))
+            and (v != "compiled" or _imported_on_gpu(bench))
         ]
         assert set(shapes.KERNEL_TIME_SHAPES[kernel]) <= set(spec.gpu_shapes)
         # a decode shape (below the graph floor) and one the device time must agree at
@@ -211,6 +215,11 @@ def test_metrics_list_only_the_variants_they_time(on_gpu):
     for spec in cases.KERNELS.values():
         suite = getattr(on_gpu, spec.asv_class)
         assert "compiled" not in suite.track_allocations.params[0]
+    # PDL overlaps launches: a CUPTI kernel duration would count the wait for the one before
+    rope_suite = on_gpu.SplitRope
+    assert "tiled_pdl" not in rope_suite.time_kernel.params[0]
+    for fn in (rope_suite.time_device_cold, rope_suite.time_host_latency):
+        assert "tiled_pdl" in fn.params[0]
 
 
 def test_kernel_duration_skips_a_commit_without_it(bench, monkeypatch):

@@ -219,7 +219,11 @@ def _entry(compiled, constexprs) -> tuple | None:
     )
 
 
-def _normal(kernel, grid, tensors, scalars, constexprs, num_warps):
+def _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl=False):
+    if launch_pdl:  # a launch option: part of the binary's key in Triton's cache
+        return kernel[grid](
+            *tensors, *scalars, **dict(constexprs), num_warps=num_warps, launch_pdl=True
+        )
     return kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)
 
 
@@ -230,8 +234,10 @@ def launch(
     scalars: tuple[int, ...],
     constexprs: tuple[tuple[str, Any], ...],
     num_warps: int,
+    launch_pdl: bool = False,
 ) -> None:
-    """``kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)``, leanly.
+    """``kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)``, leanly
+    (with ``launch_pdl=True``: launched with programmatic dependent launch).
 
     The kernel's parameters must be the tensors, then the scalars, then the
     constexprs, named and ordered as in ``constexprs`` (``(name, value)``
@@ -247,7 +253,7 @@ def launch(
         or (not _FAST.built and not _build())
         or _FAST.off_reason is not None
     ):
-        _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+        _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
         return
     knobs = _FAST.knobs
     rt = knobs.runtime
@@ -258,12 +264,20 @@ def launch(
         or kernel.pre_run_hooks
         or tensors[0].get_device() != device
     ):
-        _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+        _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
         return
     # One pass over the tensors: generator expressions per field cost ~3x more
     # on the host (measured), and this is the whole per-call overhead budget.
     ptrs = []
-    key = [device, scalars, constexprs, num_warps, rt.debug, knobs.compilation.instrumentation_mode]
+    key = [
+        device,
+        scalars,
+        constexprs,
+        num_warps,
+        launch_pdl,
+        rt.debug,
+        knobs.compilation.instrumentation_mode,
+    ]
     for t in tensors:
         ptr = t.data_ptr()
         ptrs.append(ptr)
@@ -276,7 +290,7 @@ def launch(
     cache = held[1]
     entry = cache.get(key, False)
     if entry is False:  # first call with this key: the normal path compiles or finds it
-        compiled = _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+        compiled = _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
         if len(cache) >= MAX_ENTRIES:
             cache.clear()
         if not all(type(s) is int for s in scalars):
@@ -290,7 +304,7 @@ def launch(
             _turn_off(f"the compiled kernel does not expose the verified launcher ({e!r})")
         return
     if entry is None:
-        _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+        _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
         return
     c_launch, function, packed_metadata, cooperative, pdl, constexpr_values = entry
     try:
@@ -319,7 +333,7 @@ def launch(
     except (TypeError, SystemError) as e:
         # Argument parsing fails before the launch, so nothing ran twice.
         _turn_off(f"the compiled kernel's launcher rejected the call ({e!r})")
-        _normal(kernel, grid, tensors, scalars, constexprs, num_warps)
+        _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
 
 
 # --- which host path a call takes (the public functions' ``launch=``) -------------------

@@ -68,6 +68,25 @@ using CUstream = void*;
 using CUcontext = void*;
 using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, unsigned, unsigned, CUstream, void**, void**);
+// cuLaunchKernelEx's configuration, laid out as in cuda.h (CUDA 12): only what a launch
+// with programmatic stream serialization (programmatic dependent launch) sets.
+struct CUlaunchAttribute {
+  int id;  // CUlaunchAttributeID
+  char pad[8 - sizeof(int)];
+  union {
+    char bytes[64];  // CUlaunchAttributeValue is a 64-byte union
+    int programmatic_stream_serialization_allowed;
+  } value;
+};
+struct CUlaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute* attrs;
+  unsigned n_attrs;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute as in cuda.h");
+constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
+using cuLaunchKernelEx_t = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
 using cuCtxGetCurrent_t = CUresult (*)(CUcontext*);
 using cuGetErrorString_t = CUresult (*)(CUresult, const char**);
 using get_stream_t = int32_t (*)(int32_t, void**);  // aoti_torch_get_current_cuda_stream
@@ -76,6 +95,7 @@ struct Driver {
   bool tried = false;
   std::string error;  // non-empty: unavailable, and why
   cuLaunchKernel_t launch = nullptr;
+  cuLaunchKernelEx_t launch_ex = nullptr;  // null on a driver without it: no PDL replays
   cuCtxGetCurrent_t ctx_current = nullptr;
   cuGetErrorString_t error_string = nullptr;
   get_stream_t stream = nullptr;
@@ -99,6 +119,9 @@ bool driver_ready() {
     g_driver.tried = true;
     std::string e;
     g_driver.launch = reinterpret_cast<cuLaunchKernel_t>(find("libcuda.so.1", "cuLaunchKernel", e));
+    std::string optional;
+    g_driver.launch_ex =
+        reinterpret_cast<cuLaunchKernelEx_t>(find("libcuda.so.1", "cuLaunchKernelEx", optional));
     g_driver.ctx_current =
         reinterpret_cast<cuCtxGetCurrent_t>(find("libcuda.so.1", "cuCtxGetCurrent", e));
     g_driver.error_string =
@@ -150,6 +173,7 @@ struct Entry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block = 32;
   unsigned shared = 0;
+  bool pdl = false;  // launched with programmatic dependent launch
   std::vector<Arg> args;
   std::vector<int64_t> out_sizes;
   c10::ScalarType out_dtype = c10::ScalarType::BFloat16;
@@ -521,8 +545,27 @@ PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
   uint64_t scratch[2] = {0, 0};
   params[n_args] = &scratch[0];
   params[n_args + 1] = &scratch[1];
-  CUresult r = g_driver.launch(e.function, e.grid[0], e.grid[1], e.grid[2], e.block, 1, 1,
-                               e.shared, stream, params, nullptr);
+  CUresult r;
+  if (e.pdl) {  // as Triton's launcher launches it (record() checked launch_ex is there)
+    CUlaunchAttribute attr{};
+    attr.id = kLaunchAttributeProgrammaticStreamSerialization;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    CUlaunchConfig config{};
+    config.grid_x = e.grid[0];
+    config.grid_y = e.grid[1];
+    config.grid_z = e.grid[2];
+    config.block_x = e.block;
+    config.block_y = 1;
+    config.block_z = 1;
+    config.shared_bytes = e.shared;
+    config.stream = stream;
+    config.attrs = &attr;
+    config.n_attrs = 1;
+    r = g_driver.launch_ex(&config, e.function, params, nullptr);
+  } else {
+    r = g_driver.launch(e.function, e.grid[0], e.grid[1], e.grid[2], e.block, 1, 1, e.shared,
+                        stream, params, nullptr);
+  }
   if (r != 0) {
     // Nothing ran. Forget this entry (the Python path records afresh or raises
     // through Triton, as the other variants do) and say why in last_error.
@@ -629,16 +672,17 @@ PyObject* configure(PyObject*, PyObject* args) {
 }
 
 // record(site, inputs, out, function, context, device, grid, block, shared, args,
-//        (kernel, device_key, cache_key, compiled, debug, instrumentation)) -> bool
+//        (kernel, device_key, cache_key, compiled, debug, instrumentation)[, pdl]) -> bool
 PyObject* record(PyObject*, PyObject* a) {
   return guarded([&]() -> PyObject* {
     PyObject *site_obj, *inputs, *out_obj, *grid, *arg_list, *triton;
     unsigned long long function, context;
     int device;
     unsigned block, shared;
-    if (!PyArg_ParseTuple(a, "OO!OKKiOIIO!O!", &site_obj, &PyTuple_Type, &inputs, &out_obj,
+    int pdl = 0;
+    if (!PyArg_ParseTuple(a, "OO!OKKiOIIO!O!|p", &site_obj, &PyTuple_Type, &inputs, &out_obj,
                           &function, &context, &device, &grid, &block, &shared, &PyList_Type,
-                          &arg_list, &PyTuple_Type, &triton))
+                          &arg_list, &PyTuple_Type, &triton, &pdl))
       return nullptr;
     Site* site = site_of(site_obj);
     if (site == nullptr) return nullptr;
@@ -664,7 +708,11 @@ PyObject* record(PyObject*, PyObject* a) {
       Py_RETURN_FALSE;
     const at::Tensor& out = THPVariable_Unpack(out_obj);
     if (!out.is_contiguous() || out.dim() < (site->unbind ? 1 : 0)) Py_RETURN_FALSE;
+    // A PDL launch replayed without its attribute would still be right (the kernel's
+    // wait is a no-op then) but not the launch the Python path makes: not recorded.
+    if (pdl && (!driver_ready() || g_driver.launch_ex == nullptr)) Py_RETURN_FALSE;
     auto e = std::make_shared<Entry>();
+    e->pdl = pdl != 0;
     e->function = reinterpret_cast<CUfunction>(function);
     e->context = reinterpret_cast<CUcontext>(context);
     e->device = device;

@@ -304,6 +304,7 @@ class Site:
         scalars: tuple[int, ...],
         constexprs: tuple[tuple[str, Any], ...],
         num_warps: int,
+        launch_pdl: bool = False,
     ) -> None:
         """Launch as ``_launch.launch`` would; where the module is built, through Triton's
         normal path, and record the launch so that the next call with these inputs' key
@@ -311,15 +312,17 @@ class Site:
         ``inputs`` or ``out`` (by identity). While ``torch.compile`` traces, a plain
         launch: dynamo must see ``kernel[grid]``, and nothing is recorded."""
         if torch.compiler.is_compiling():
-            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps)
+            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
             return
         if self.id is None:
             self._bind()
         mod = _STATE.module
         if mod is None or self.id is None or not _launch.is_jit_function(kernel):
-            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps)
+            _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
             return
-        compiled = kernel[grid](*tensors, *scalars, **dict(constexprs), num_warps=num_warps)
+        compiled = _launch._normal(
+            kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl
+        )
         if not _plain_all((*inputs, out)):
             return  # launched as the other variants launch; nothing the replay could repeat
         try:
@@ -360,6 +363,8 @@ class Site:
                 kernel.debug or knobs.runtime.debug,
                 knobs.compilation.instrumentation_mode,
             ),
+            # replayed with programmatic dependent launch, as the launcher launches it
+            bool(compiled.run.launch_pdl),
         )
 
 
@@ -409,7 +414,6 @@ def arg_spec(
             launcher.global_scratch_size
             or launcher.profile_scratch_size
             or launcher.launch_cooperative_grid
-            or launcher.launch_pdl
             or meta.num_ctas != 1
         ):
             return None

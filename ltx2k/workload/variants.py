@@ -23,7 +23,15 @@ from __future__ import annotations
 # "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
 # maps them to today's cells.)
 TIMED_VARIANTS: dict[str, tuple[str, ...]] = {
-    "split_rope": ("per_head", "blocked", "eager", "compiled", "blocked_wide", "tiled"),
+    "split_rope": (
+        "per_head",
+        "blocked",
+        "eager",
+        "compiled",
+        "blocked_wide",
+        "tiled",
+        "tiled_pdl",
+    ),
     "ada_values9": ("separate", "slab", "eager", "compiled", "slab_grid", "slab_dconst"),
 }
 # Host launch paths of the default algorithm, each timed for host latency (the
@@ -31,11 +39,11 @@ TIMED_VARIANTS: dict[str, tuple[str, ...]] = {
 LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 
 # The variant each public function runs by default (its ``variant=``).
-DEFAULT_VARIANT = {"split_rope": "tiled", "ada_values9": "slab_dconst"}
+DEFAULT_VARIANT = {"split_rope": "tiled_pdl", "ada_values9": "slab_dconst"}
 
 # The defaults before the current one, latest first: at a commit that predates the
 # default, the dashboard shows the one that was the default then.
-FORMER_DEFAULTS = {"split_rope": ("blocked",), "ada_values9": ("slab_grid", "slab")}
+FORMER_DEFAULTS = {"split_rope": ("tiled", "blocked"), "ada_values9": ("slab_grid", "slab")}
 
 # Which variant each one is measured against when reporting a speedup.
 BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}
