@@ -1,0 +1,48 @@
+"""tools/asv_cell_cost.py: the per-cell timestamps it patches in, and the report it reads."""
+
+from __future__ import annotations
+
+import ast
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = runpy.run_path(str(ROOT / "tools" / "asv_cell_cost.py"))
+
+
+def test_patch_wraps_the_setups_before_the_classes_bind_them(tmp_path):
+    suite = tmp_path / "bench_kernels.py"
+    suite.write_text((ROOT / "benchmarks" / "bench_kernels.py").read_text())
+    TOOL["patch"](suite)
+    src = suite.read_text()
+    ast.parse(src)
+    assert src.index("_cell_wrap(globals()[_n], _n)") < src.index("\nSplitRope = _suite(")
+
+
+def test_patch_refuses_a_file_without_the_suite(tmp_path):
+    other = tmp_path / "x.py"
+    other.write_text("x = 1\n")
+    with pytest.raises(SystemExit, match="no 'SplitRope = _suite\\(' line"):
+        TOOL["patch"](other)
+    assert other.read_text() == "x = 1\n"
+
+
+def test_report_charges_each_cell_until_the_next_process_starts(tmp_path, capsys):
+    log = tmp_path / "cells.jsonl"
+    rows = [
+        # two cells of one metric (pids 1, 2: asv calls setup before every sample), then one
+        ["_prepare", ["split_rope", "device_cold", "tiled", "B1"], 10.0, 10.3, 1, None],
+        ["_prepare", ["split_rope", "device_cold", "tiled", "B1"], 10.31, 10.32, 1, None],
+        ["_prepare", ["split_rope", "device_cold", "tiled", "B2"], 10.5, 10.8, 2, None],
+        ["_counted_setup", ["split_rope", "blocked", "B1"], 11.5, 11.5, 3, None],
+        ["_counted_setup", ["split_rope", "blocked", "B2"], 11.6, 11.6, 4, None],
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    TOOL["report"](log)
+    out = capsys.readouterr().out
+    assert "split_rope device_cold tiled" in out and "2 cells     1.5 s  0.750 s/cell" in out
+    assert "_counted_setup split_rope blocked" in out and "1 cells     0.1 s" in out
+    assert "4 processes, 1.6 s" in out
