@@ -119,9 +119,11 @@ def _split_rope_kernel(
 ):
     if PDL:
         # Let the next kernel in the stream launch once every program of this one has
-        # started (its programs wait at their own gdc_wait, as below), then wait until the
-        # kernel before this one has finished and its writes are visible. Every load and
-        # store of this kernel comes after the wait, so it is right after any kernel.
+        # started, then wait until the kernel before this one has finished and its writes
+        # are visible. Every load and store of this kernel comes after the wait, so it is
+        # right after any kernel. A kernel launched after it with PDL starts early only if
+        # it was launched so, and must then wait (griddepcontrol.wait) before it reads
+        # what this one writes, as CUDA asks of every PDL launch; others start after it.
         gdc_launch_dependents()
         gdc_wait()
     head_block = tl.program_id(1)
@@ -272,8 +274,8 @@ _SITES = {a: _native.Site(f"split_rope/{a}", n_inputs=3, unbind=False) for a in 
 
 @functools.cache
 def _has_pdl(device: torch.device) -> bool:
-    # griddepcontrol is sm_90+ PTX; the interpreter runs no PTX.
-    if device.type != "cuda":
+    # griddepcontrol is sm_90+ PTX; the interpreter runs no PTX (whatever the device).
+    if device.type != "cuda" or _checks.INTERPRET:
         return False
     return torch.cuda.get_device_capability(device) >= (9, 0)
 
