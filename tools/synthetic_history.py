@@ -94,6 +94,7 @@ _VARIANT_MODEL = {
     ("ada_values9", "slab_grid"): (0.92, 1, 1),
     ("ada_values9", "slab_dconst"): (0.93, 1, 1),
     ("split_rope", "tiled"): (0.90, 1, 1),
+    ("split_rope", "tiled_pdl"): (0.93, 1, 1),
 }
 _LAUNCH_FLOOR_S = 2.0e-6
 _LAUNCH_GAP_S = 1.5e-6
