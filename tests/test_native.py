@@ -282,52 +282,45 @@ def test_arg_spec_passes_a_programmatic_dependent_launch():
     assert _spec(pdl) == _spec(FakeCompiled(TYPES))
 
 
-def test_a_pdl_launch_is_recorded_only_where_the_driver_can_replay_it(mod, monkeypatch):
-    """Replayed without its attribute the launch would differ from the Python path's, so
-    without cuLaunchKernelEx (here: no CUDA driver loaded at all) it is not recorded, and
-    the call still launched (through the normal path, with launch_pdl)."""
-    jit = _toy_jit()
-    jit.device_caches = {0: ({}, {}, None, None, None)}
-    calls = []
-    pdl_launcher = type("L", (_Launcher,), {"launch_pdl": True})
-
-    def run(*args, grid, warmup, **kwargs):
-        calls.append(kwargs)
-        compiled = FakeCompiled(TYPES, launcher=pdl_launcher())
-        jit.device_caches[0][0][f"key-{len(calls)}"] = compiled
-        return compiled
-
-    jit.run = run
-    monkeypatch.setattr(_native._STATE, "module", mod)
-    monkeypatch.setattr(_native, "_current_device", lambda: 0)
-    site = _native.Site("toy_pdl", 2, False)
-    site._bind = lambda: setattr(site, "id", mod.new_site("toy_pdl", 2, False)) or True
-    a, b, out = torch.zeros(8), torch.zeros(8), torch.zeros(8)
-    site.launch_and_record(
-        jit, (2,), (a, b), out, (a, b, out), (8, 2**40), CEXPR, 4, launch_pdl=True
-    )
-    assert calls == [{"BLOCK": 32, "num_warps": 4, "launch_pdl": True}]
-    assert not site.probe(a, b) and site.stats()[0] == 0
-
-
-def test_launch_and_record_lands_a_jit_launch_in_the_memo(mod, monkeypatch):
-    """The Python side end to end on the CPU: a real JITFunction whose dispatcher returns a
-    stand-in compiled kernel; the launch is recorded and the same layout then probes as a hit."""
+def _toy_site(mod, monkeypatch, name, launcher=None):
+    """A real JITFunction whose dispatcher returns a stand-in compiled kernel (with
+    *launcher*), and a bound site: (site, the dispatcher's calls)."""
     jit = _toy_jit()
     jit.device_caches = {0: ({}, {}, None, None, None)}
     calls = []
 
     def run(*args, grid, warmup, **kwargs):  # compiles into Triton's cache, as JITFunction.run
         calls.append((grid, args, kwargs))
-        compiled = FakeCompiled(TYPES)
+        compiled = FakeCompiled(TYPES, **({} if launcher is None else {"launcher": launcher()}))
         jit.device_caches[0][0][f"key-{len(calls)}"] = compiled
         return compiled
 
     jit.run = run
     monkeypatch.setattr(_native._STATE, "module", mod)
     monkeypatch.setattr(_native, "_current_device", lambda: 0)
-    site = _native.Site("toy", 2, False)
-    site._bind = lambda: setattr(site, "id", mod.new_site("toy", 2, False)) or True
+    site = _native.Site(name, 2, False)
+    site._bind = lambda: setattr(site, "id", mod.new_site(name, 2, False)) or True
+    return site, jit, calls
+
+
+def test_a_pdl_launch_is_recorded_only_where_the_driver_can_replay_it(mod, monkeypatch):
+    """Replayed without its attribute the launch would differ from the Python path's, so
+    without cuLaunchKernelEx (here: no CUDA driver loaded at all) it is not recorded, and
+    the call still launched (through the normal path, with launch_pdl)."""
+    pdl_launcher = type("L", (_Launcher,), {"launch_pdl": True})
+    site, jit, calls = _toy_site(mod, monkeypatch, "toy_pdl", pdl_launcher)
+    a, b, out = torch.zeros(8), torch.zeros(8), torch.zeros(8)
+    site.launch_and_record(
+        jit, (2,), (a, b), out, (a, b, out), (8, 2**40), CEXPR, 4, launch_pdl=True
+    )
+    assert [kw for _, _, kw in calls] == [{"BLOCK": 32, "num_warps": 4, "launch_pdl": True}]
+    assert not site.probe(a, b) and site.stats()[0] == 0
+
+
+def test_launch_and_record_lands_a_jit_launch_in_the_memo(mod, monkeypatch):
+    """The Python side end to end on the CPU: a real JITFunction whose dispatcher returns a
+    stand-in compiled kernel; the launch is recorded and the same layout then probes as a hit."""
+    site, jit, calls = _toy_site(mod, monkeypatch, "toy")
     a, b, out = torch.zeros(8), torch.zeros(8), torch.zeros(8)
     site.launch_and_record(jit, (2,), (a, b), out, (a, b, out), (8, 2**40), CEXPR, 4)
     assert calls == [((2,), (a, b, out, 8, 2**40), {"BLOCK": 32, "num_warps": 4})]

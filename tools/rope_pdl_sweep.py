@@ -24,6 +24,8 @@ from ltx2k.measure import device_time
 from ltx2k.workload import cases, reference, shapes
 
 
+# The product kernel's tile path with the trigger and the wait as separate switches: the
+# product has both or neither (ltx2k/kernels/rope.py, PDL); "wait only" is a candidate here.
 @triton.jit
 def _k(
     x_ptr,
