@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import signal
 
 import pytest
 import torch
@@ -127,3 +128,11 @@ def _fresh_native_sites():
     for site in (*rope._SITES.values(), *adaln._SITES.values()):
         site.clear()
     yield
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test interrupts with SIGINT: the child gets SIGINT's
+    default disposition, as under a terminal's Ctrl-C, however pytest was started. A
+    background job (``cmd &`` in a script) inherits SIGINT ignored, and Python then installs
+    no KeyboardInterrupt handler, so the signal would do nothing at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

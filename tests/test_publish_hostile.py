@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 from ltx2k.history.store import exit_on_signals
 from ltx2k.report import asv_site, publish
@@ -149,7 +150,11 @@ def test_killed_publish_ends_asvs_process_group(tmp_path, sig):
         f"open({str(pids_file)!r}, 'w').write(f'{{os.getpid()}} {{g.pid}}')",
     ).replace("import subprocess", "import os, subprocess")
     runner = _RUNNER.replace(", stdout=None", "")
-    proc = subprocess.Popen([sys.executable, "-c", runner, tree], cwd=Path(__file__).parents[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", runner, tree],
+        cwd=Path(__file__).parents[1],
+        preexec_fn=default_sigint,
+    )
     end = time.monotonic() + 60
     while not (pids_file.exists() and len(pids_file.read_text().split()) == 2):
         assert time.monotonic() < end and proc.poll() is None

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 from ltx2k.history import store, store_kills, store_tree
 
@@ -86,7 +87,12 @@ class World:
         log = self.tmp / f"{action}-{pause}.log"
         with open(log, "w") as f:
             proc = subprocess.Popen(
-                self.argv(action), env=self.env(pause), cwd=ROOT, stderr=f, stdout=f
+                self.argv(action),
+                env=self.env(pause),
+                cwd=ROOT,
+                stderr=f,
+                stdout=f,
+                preexec_fn=default_sigint,
             )
         deadline = time.monotonic() + 120
         while f"paused at {pause}" not in log.read_text():
