@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -56,7 +57,9 @@ def patch(path: Path) -> None:
 
 
 def report(log: Path) -> None:
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    # the logs kept in docs/data are gzipped
+    text = gzip.decompress(log.read_bytes()).decode() if log.suffix == ".gz" else log.read_text()
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     procs: dict[int, list] = {}
     for r in rows:
         procs.setdefault(r[4], []).append(r)
