@@ -359,6 +359,46 @@ def test_bandwidth_reads_the_cold_median_its_cells_cold_process_left(bench, monk
         body.track_pct_copy_bandwidth(other, label)
 
 
+def test_only_the_first_bandwidth_cell_of_a_run_looks_up_the_copy_bandwidth(bench, monkeypatch):
+    """Looking the copy bandwidth up asks torch which GPU this is (a CUDA context, most of a
+    bandwidth cell's cost on a GPU): the first cell of the run leaves it, the others read
+    it, and every cell gets the value it would have computed itself."""
+    from ltx2k.measure import bandwidth, suite
+
+    monkeypatch.setattr(
+        bench, "_SIBLINGS", bench._load_tree_module("runner", "sibling_values").SiblingValues()
+    )
+    kernel = "split_rope"
+    (v1, v2), label = bench._KERNELS[kernel][0][:2], bench._KERNELS[kernel][1][0].label
+    shape = bench._shape(kernel, label)
+    medians = {v1: 3.25e-6, v2: 7.5e-6}
+    for v, m in medians.items():
+        bench._SIBLINGS.put(bench._cold_key(kernel, v, label), m)
+    expected = {v: suite.pct_of_copy_bandwidth(kernel, shape, m) for v, m in medians.items()}
+    looked_up = []
+    real = bandwidth.copy_bandwidth
+    monkeypatch.setattr(bandwidth, "copy_bandwidth", lambda *a: looked_up.append(a) or real(*a))
+    body = bench.SplitRope()
+    assert body.track_pct_copy_bandwidth(v1, label) == expected[v1]
+    assert len(looked_up) == 1
+    assert bench._SIBLINGS.get(bench._COPY_BANDWIDTH_KEY) == real(bench.ON_GPU)
+
+    def no_lookup(*a):
+        raise AssertionError("a later bandwidth cell looked the copy bandwidth up again")
+
+    monkeypatch.setattr(bandwidth, "copy_bandwidth", no_lookup)
+    assert body.track_pct_copy_bandwidth(v2, label) == expected[v2]
+
+
+def test_a_copy_bandwidth_that_is_not_positive_is_refused_by_name():
+    from ltx2k.measure import suite
+
+    shape = cases.KERNELS["split_rope"].cpu_shapes[0]
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="bw must be > 0"):
+            suite.pct_of_copy_bandwidth("split_rope", shape, 1e-6, bw=bad)
+
+
 def test_without_a_cold_value_the_bandwidth_cell_measures_it_itself(bench, monkeypatch):
     from ltx2k.measure import suite
 

@@ -60,16 +60,30 @@ def measure_copy_bandwidth(on_gpu: bool, nbytes: int = COPY_BYTES, reps: int = 2
     return 2 * src.numel() * 4 / statistics.median(times)
 
 
+def cached_copy_bandwidth(on_gpu: bool) -> float | None:
+    """The copy bandwidth (bytes/s) cached for the current device, or None; never measures."""
+    try:
+        cache = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return None
+    entry = cache.get(_device_key(on_gpu)) if isinstance(cache, dict) else None
+    if isinstance(entry, dict) and entry.get("bytes_per_s", 0) > 0:
+        return float(entry["bytes_per_s"])
+    return None
+
+
 def copy_bandwidth(on_gpu: bool, refresh: bool = False) -> float:
     """Cached measured copy bandwidth (bytes/s) for the current device."""
+    if not refresh and (bw := cached_copy_bandwidth(on_gpu)) is not None:
+        return bw
     path = cache_path()
     key = _device_key(on_gpu)
     try:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):
         cache = {}
-    if not refresh and isinstance(cache.get(key), dict) and cache[key].get("bytes_per_s", 0) > 0:
-        return float(cache[key]["bytes_per_s"])
+    if not isinstance(cache, dict):
+        cache = {}
     bw = measure_copy_bandwidth(on_gpu)
     cache[key] = {"bytes_per_s": bw, "measured_at": time.time()}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -138,11 +138,18 @@ def device_seconds(kernel: str, variant: str, shape, cold: bool = True, samples:
     return statistics.median(device_time.device_times(timed.timer, samples=samples))
 
 
-def pct_of_copy_bandwidth(kernel: str, shape, seconds: float) -> float:
-    """Minimum bytes moved in *seconds* of cold-L2 device time, as % of measured copy bandwidth."""
+def pct_of_copy_bandwidth(kernel: str, shape, seconds: float, bw: float | None = None) -> float:
+    """Minimum bytes moved in *seconds* of cold-L2 device time, as % of measured copy bandwidth.
+
+    *bw*: the copy bandwidth in bytes/s, where the caller has it; by default this
+    device's (``bandwidth.copy_bandwidth``, which asks the GPU who it is: a CUDA context).
+    """
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0, got {seconds!r}")
-    bw = bandwidth.copy_bandwidth(_on_gpu())
+    if bw is None:
+        bw = bandwidth.copy_bandwidth(_on_gpu())
+    elif not bw > 0:
+        raise ValueError(f"bw must be > 0 bytes/s, got {bw!r}")
     return 100.0 * cases.KERNELS[kernel].bytes_moved(shape) / seconds / bw
 
 
