@@ -1,6 +1,6 @@
 """What a benchmark process costs before and after its samples, forked as asv forks it.
 
-Usage: python tools/process_floor.py OUT.json (docs/measurement.md, "Suite cost").
+Usage: python tools/process_floor.py OUT.json [--floor-only] (docs/measurement.md, "Suite cost").
 
 Two questions, with a CUDA context kept open by `ltx2k.runtime.ContextKeeper` as in a run:
 
@@ -130,12 +130,14 @@ def _capture_child(kernel, variant, label, metric, path, dump):
     }
 
 
-def main(out_path):
+def main(out_path, floor_only=False):
     import functools
+
+    import torch  # noqa: F401 - imported before forking, as asv's forkserver has it
 
     result = {"floor": {m: [] for m in FLOOR_MODES}, "capture": {}}
     with runtime.ContextKeeper():
-        for _ in range(REPS):
+        for _ in range(2 * REPS if floor_only else REPS):
             for mode in FLOOR_MODES:
                 got, _ = forked.run_forked(functools.partial(_floor_child, mode))
                 got["exit_s"] = time.perf_counter() - got.pop("done")
@@ -144,7 +146,7 @@ def main(out_path):
             ctx = statistics.median(r["context_s"] for r in rows)
             ex = statistics.median(r["exit_s"] for r in rows)
             print(f"floor {mode:16s} context {ctx:.3f} s  exit {ex:.3f} s", flush=True)
-        for kernel, variant, label, metric in CELLS:
+        for kernel, variant, label, metric in [] if floor_only else CELLS:
             key = f"{kernel} {variant} {label} {metric}"
             rows = {p: [] for p in PATHS}
             nodes = {}
@@ -189,4 +191,4 @@ def main(out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], floor_only="--floor-only" in sys.argv[2:])
