@@ -51,6 +51,13 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # the H200 (tools/experiments/process_cost.py, removed; in git history at
 # 6b69a44): that made a "compiled" process cost ~8 s.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+# Every benchmark process creates a CUDA context and tears it down at exit; with one
+# hardware work queue instead of CUDA's default eight, that took 0.10 + 0.03 s instead
+# of 0.15 + 0.06 s on the H200 (tools/process_floor.py), ~0.08 s of every one of the
+# ~420 GPU processes of a commit. Each clock launches into one stream, so one queue
+# serialises nothing it measures: cold device time moved by at most 2% either way in
+# an asv compare of the two settings (docs/measurement.md, "Suite cost").
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
 TRACE = os.environ.get("LTX2K_TRACE") == "1"
 
 

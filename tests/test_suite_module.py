@@ -121,20 +121,23 @@ def test_params_are_the_working_tree_lists(bench):
     assert labels == [s.label for s in ada]
 
 
+@pytest.mark.parametrize("name", ["TORCHINDUCTOR_COMPILE_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS"])
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("4", "4")])
-def test_inductor_compiles_in_process_unless_told_otherwise(given, expected):
+def test_the_suites_process_settings_hold_unless_told_otherwise(name, given, expected):
+    """Inductor compiles in the process and CUDA opens one hardware queue, each unless the
+    runner's environment says otherwise, before the suite imports torch."""
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    env = {k: v for k, v in os.environ.items() if k != name}
     if given is not None:
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = given
+        env[name] = given
     path = str(ROOT / "benchmarks" / "bench_kernels.py")
     code = (
         "import importlib.util, os, sys\n"
         f"spec = importlib.util.spec_from_file_location('b', {path!r})\n"
         "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "print(os.environ['TORCHINDUCTOR_COMPILE_THREADS'])"
+        f"print(os.environ[{name!r}])"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
