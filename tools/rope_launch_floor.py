@@ -1,6 +1,7 @@
 """How close split RoPE is to what one launch of its traffic can reach, at 10-30 us.
 
-Usage: python tools/rope_launch_floor.py OUT.json (docs/kernels/split_rope.md, "The launch floor").
+Usage: python tools/rope_launch_floor.py OUT.json      (on a GPU; docs/kernels/split_rope.md,
+       python tools/rope_launch_floor.py --plot OUT.json PNG     "The launch floor")
 
 Three questions, on the suite's cold-L2 clock (7 interleaved rounds x 10 replays, each
 RoPE candidate bit-exact against the reference first):
@@ -255,5 +256,61 @@ def main(out_path):
         json.dump(result, f, indent=1)
 
 
+def plot(json_path, png_path):
+    """Time against bytes for each head layout, with its fitted line, and the % of copy
+    bandwidth a launch reaches against the bound that line sets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    with open(json_path) as f:
+        data = json.load(f)
+    bw = data["copy_bandwidth"]
+    fig, (ax_t, ax_p) = plt.subplots(1, 2, figsize=(12, 4.6))
+    colors = {"H32_D64": "tab:blue", "H16_D128": "tab:orange"}
+    for name, line in data["lines"].items():
+        mb = np.array([r["bytes"] for r in line["rows"]]) / 1e6
+        fit = line["fits"]["tiled_pdl"]
+        grid = np.geomspace(mb.min(), mb.max(), 100)
+        c = colors.get(name)
+        for kind, marker in (("tiled_pdl", "o"), ("add_pdl", "x")):
+            us = np.array([r[kind] for r in line["rows"]])
+            ax_t.plot(mb, us, marker, color=c, label=f"{name} {kind}")
+            ax_p.plot(mb, 100 * (mb * 1e6 / bw) / (us * 1e-6), marker, color=c,
+                      label=f"{name} {kind}")  # fmt: skip
+        model = fit["fixed_us"] + grid * 1e12 / fit["bw"]  # us: MB x 1e6 bytes / (bytes/s) x 1e6
+        fitted = f"{fit['fixed_us']:.2f} us + bytes / {fit['bw'] / 1e12:.2f} TB/s"
+        ax_t.plot(grid, model, "-", color=c, lw=0.8, label=f"{name}: {fitted}")
+        ax_p.plot(grid, 100 * (grid * 1e6 / bw) / (model * 1e-6), "-", color=c, lw=0.8)
+    for target, which in ((90, "D=64 target"), (95, "D=128 target")):
+        ax_p.axhline(target, color="grey", ls=":", lw=0.8)
+        ax_p.text(
+            0.01,
+            target + 0.5,
+            which,
+            fontsize=7,
+            color="grey",
+            transform=ax_p.get_yaxis_transform(),
+        )
+    suite = [
+        (row["bytes"] / 1e6, 100 * row["bytes"] / bw / (row["us"]["tiled_pdl"] * 1e-6))
+        for row in data["shapes"].values()
+    ]
+    ax_p.plot(*zip(*suite, strict=True), "ks", ms=4, mfc="none", label="tiled_pdl, suite shapes")
+    ax_t.set(xscale="log", yscale="log", xlabel="bytes moved per launch (MB)",
+             ylabel="cold-L2 device time (us)", title="one launch: time against bytes")  # fmt: skip
+    ax_p.set(xscale="log", xlabel="bytes moved per launch (MB)", ylabel="% of 1 GiB copy bandwidth",
+             title="% of copy bandwidth; lines: the bound of the fitted fixed cost")  # fmt: skip
+    ax_t.legend(fontsize=7)
+    ax_p.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--plot":
+        plot(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1])
