@@ -108,11 +108,10 @@ def _hinted(
     )
     cos_at = (b * scb + s * scs)[:, None, None] + heads[None, :, None] * sch + cols[None, None, :]
     sin_at = (b * ssb + s * sss)[:, None, None] + heads[None, :, None] * ssh + cols[None, None, :]
-    ev = "evict_first"
-    x1 = tl.load(x_ptr + first, mask=mask, eviction_policy=ev).to(tl.float32)
-    x2 = tl.load(x_ptr + first + HALF, mask=mask, eviction_policy=ev).to(tl.float32)
-    c = tl.load(cos_ptr + cos_at, mask=mask, eviction_policy=ev).to(tl.float32)
-    sn = tl.load(sin_ptr + sin_at, mask=mask, eviction_policy=ev).to(tl.float32)
+    x1 = tl.load(x_ptr + first, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    x2 = tl.load(x_ptr + first + HALF, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    c = tl.load(cos_ptr + cos_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    sn = tl.load(sin_ptr + sin_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
     c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
     c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
     tl.store(out_ptr + first, (c1 - x2 * sn).to(tl.bfloat16), mask=mask, cache_modifier=".cs")
