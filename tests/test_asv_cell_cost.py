@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import runpy
 from pathlib import Path
@@ -46,3 +47,8 @@ def test_report_charges_each_cell_until_the_next_process_starts(tmp_path, capsys
     assert "split_rope device_cold tiled" in out and "2 cells     1.5 s  0.750 s/cell" in out
     assert "_counted_setup split_rope blocked" in out and "1 cells     0.1 s" in out
     assert "4 processes, 1.6 s" in out
+    # the logs kept in docs/data are gzipped: the same report
+    gz = tmp_path / "cells.jsonl.gz"
+    gz.write_bytes(gzip.compress(log.read_bytes()))
+    TOOL["report"](gz)
+    assert capsys.readouterr().out == out
