@@ -17,8 +17,8 @@ RoPE candidate bit-exact against the reference first):
    % of copy bandwidth a launch of N bytes can read is (N / copy bw) / (a + N / bw).
 3. The tile, with PDL: the product kernel (``rope._split_rope_kernel``, ``PDL=True``) at
    tiles of 1024-4096 elements and 4-16 warps, and the product tile with streaming cache
-   hints (loads evict_first, stores ``.cs``; this tool's own copy of the tile path, since
-   the product has no hint parameter).
+   hints (loads evict_first, stores ``.cs``; ``tools/rope_pdl_sweep.py``'s copy of the tile
+   path, since the product has no hint parameter).
 
 Expected (written before it ran): ``tiled_pdl`` within 1% of ``add_pdl`` at every shape;
 a fixed cost of 1.0-1.6 us per launch; no tile or hint more than 1% faster than the
@@ -30,6 +30,7 @@ import json
 import statistics
 import sys
 
+import rope_pdl_sweep  # tools/, next to this file (a script's folder is on sys.path)
 import scipy.stats
 import torch
 import triton
@@ -89,37 +90,6 @@ def _flat_sets(shape, n):
     ]
 
 
-# The product's tile path with streaming cache hints on every load and store.
-@triton.jit
-def _hinted(
-    x_ptr, cos_ptr, sin_ptr, out_ptr, S, H, HALF, stride_x_tok, scb, sch, scs, ssb, ssh, sss,
-    BLOCK_HEADS: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_TOKENS: tl.constexpr,
-):  # fmt: skip
-    gdc_launch_dependents()
-    gdc_wait()
-    heads = tl.program_id(1) * BLOCK_HEADS + tl.arange(0, BLOCK_HEADS)
-    cols = tl.arange(0, BLOCK_HALF)
-    toks = (tl.program_id(0) * BLOCK_TOKENS + tl.arange(0, BLOCK_TOKENS)).to(tl.int64)
-    b = toks // S
-    s = toks % S
-    mask = (heads[None, :, None] < H) & (cols[None, None, :] < HALF)
-    first = (
-        toks[:, None, None] * stride_x_tok + heads[None, :, None] * (2 * HALF) + cols[None, None, :]
-    )
-    cos_at = (b * scb + s * scs)[:, None, None] + heads[None, :, None] * sch + cols[None, None, :]
-    sin_at = (b * ssb + s * sss)[:, None, None] + heads[None, :, None] * ssh + cols[None, None, :]
-    x1 = tl.load(x_ptr + first, mask=mask, eviction_policy="evict_first").to(tl.float32)
-    x2 = tl.load(x_ptr + first + HALF, mask=mask, eviction_policy="evict_first").to(tl.float32)
-    c = tl.load(cos_ptr + cos_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
-    sn = tl.load(sin_ptr + sin_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
-    c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
-    c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
-    tl.store(out_ptr + first, (c1 - x2 * sn).to(tl.bfloat16), mask=mask, cache_modifier=".cs")
-    tl.store(
-        out_ptr + first + HALF, (c2 + x1 * sn).to(tl.bfloat16), mask=mask, cache_modifier=".cs"
-    )
-
-
 def tile(bt, bh, warps, hinted=False):
     def fn(x, cos, sin):
         B, S, HD = x.shape
@@ -129,7 +99,10 @@ def tile(bt, bh, warps, hinted=False):
         args = (x, cos, sin, out, S, H, half, HD, *cos.stride()[:3], *sin.stride()[:3])
         meta = dict(BLOCK_HEADS=bh, BLOCK_HALF=triton.next_power_of_2(half), BLOCK_TOKENS=bt)
         if hinted:
-            _hinted[grid](*args, **meta, num_warps=warps, launch_pdl=True)
+            # the PDL sweep's copy of the tile path, with its hint switch
+            rope_pdl_sweep._k[grid](
+                *args, **meta, TRIGGER=True, WAIT=True, HINTS=True, num_warps=warps, launch_pdl=True
+            )
         else:
             rope._split_rope_kernel[grid](*args, **meta, PDL=True, num_warps=warps, launch_pdl=True)
         return out

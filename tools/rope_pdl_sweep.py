@@ -26,6 +26,8 @@ from ltx2k.workload import cases, reference, shapes
 
 # The product kernel's tile path with the trigger and the wait as separate switches: the
 # product has both or neither (ltx2k/kernels/rope.py, PDL); "wait only" is a candidate here.
+# HINTS: streaming cache hints on every load and store (loads evict_first, stores .cs), a
+# candidate of tools/rope_launch_floor.py; the product has no hint parameter.
 @triton.jit
 def _k(
     x_ptr,
@@ -47,6 +49,7 @@ def _k(
     BLOCK_TOKENS: tl.constexpr,
     TRIGGER: tl.constexpr,
     WAIT: tl.constexpr,
+    HINTS: tl.constexpr = False,
 ):
     if TRIGGER:
         gdc_launch_dependents()
@@ -63,7 +66,21 @@ def _k(
     )
     cos_at = (b * scb + s * scs)[:, None, None] + heads[None, :, None] * sch + cols[None, None, :]
     sin_at = (b * ssb + s * sss)[:, None, None] + heads[None, :, None] * ssh + cols[None, None, :]
-    rope._rotate(x_ptr + first, cos_ptr + cos_at, sin_ptr + sin_at, out_ptr + first, HALF, mask)
+    if HINTS:
+        # rope._rotate's arithmetic, with the hints
+        x1 = tl.load(x_ptr + first, mask=mask, eviction_policy="evict_first").to(tl.float32)
+        x2 = tl.load(x_ptr + first + HALF, mask=mask, eviction_policy="evict_first")
+        c = tl.load(cos_ptr + cos_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
+        sn = tl.load(sin_ptr + sin_at, mask=mask, eviction_policy="evict_first").to(tl.float32)
+        x2 = x2.to(tl.float32)
+        c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
+        c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
+        out1 = (c1 - x2 * sn).to(tl.bfloat16)
+        out2 = (c2 + x1 * sn).to(tl.bfloat16)
+        tl.store(out_ptr + first, out1, mask=mask, cache_modifier=".cs")
+        tl.store(out_ptr + first + HALF, out2, mask=mask, cache_modifier=".cs")
+    else:
+        rope._rotate(x_ptr + first, cos_ptr + cos_at, sin_ptr + sin_at, out_ptr + first, HALF, mask)
 
 
 def make(trigger, wait, pdl):
