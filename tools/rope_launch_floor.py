@@ -42,14 +42,9 @@ from ltx2k.measure import bandwidth, device_time
 from ltx2k.workload import cases, reference, shapes
 
 ROUNDS, REPLAYS = 7, 10
-# The shapes below their % of copy bandwidth target after tiled_pdl, and two that meet it.
-SHAPES = [
-    (2, 1536, 32, 64),
-    (1, 4096, 16, 128),
-    (2, 1536, 32, 128),
-    (4, 1152, 32, 128),
-    (1, 6144, 32, 64),
-]
+# The PDL sweep's mid-size shapes: those below their % of copy bandwidth target after
+# tiled_pdl, and two that meet it (its last, B1_S16384, is on the fitted lines below).
+SHAPES = rope_pdl_sweep.SHAPES[:5]
 # Two head layouts at 6 token counts each, for the fixed cost per launch.
 LINES = {
     "H32_D64": [(2, s, 32, 64) for s in (384, 768, 1536, 3072, 6144, 12288)],
