@@ -14,11 +14,20 @@ import signal
 
 import pytest
 import torch
+from hypothesis import settings
 
 from ltx2k import runtime
 
 BACKEND = runtime.select_backend()
 DEVICE = runtime.device()
+
+# Hypothesis profiles for the tests that do not fix their own example count (the
+# property tests of what reads runner output, tests/test_partial_histories.py):
+# "ci", the default, fits CI's budget; "long" is a deliberate search
+# (`pytest --hypothesis-profile=long tests/test_partial_histories.py`).
+settings.register_profile("ci", deadline=None, max_examples=40, print_blob=True)
+settings.register_profile("long", deadline=None, max_examples=10_000, print_blob=True)
+settings.load_profile("ci")
 
 # One device sync per batch of calls (tests/test_benchmarks.py): the default timer of
 # pytest-benchmark here. Set in pytest_configure, not in pyproject's addopts, which

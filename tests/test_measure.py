@@ -61,7 +61,7 @@ def test_gate_lets_the_compiled_peer_compile_once_per_shape():
             for i in range(1, n + 1):
                 fn(torch.ones(i))
         torch._dynamo.reset()
-        with gate._recompiles_allowed(n):
+        with gate.recompiles_allowed(n):
             for i in range(1, n + 1):
                 assert torch.equal(fn(torch.ones(i)), torch.full((i,), 3.0))
         assert torch._dynamo.config.recompile_limit == 8  # restored

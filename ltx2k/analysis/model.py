@@ -10,6 +10,7 @@ same object in the next.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,10 +19,25 @@ from ltx2k.history.records import Problem
 EXIT_OK = 0
 EXIT_REGRESSION = 2
 EXIT_INSUFFICIENT = 3
+# An output (the JSON, the Markdown, a page) could not be written because of an
+# error inside ltx2k; the others were written. Wins over 0 and 3, never over 2.
+EXIT_INCOMPLETE = 4
 
 # "suspected": a step seen on one run only and not far enough outside the noise to
 # flag; ``ltx2k confirm`` re-measuring the two commits is the next step.
 FLAGS = ("regression", "improvement", "suspected", "ok", "insufficient")
+
+
+def finite(x) -> float | None:
+    """*x* as a float, or None where it is missing or not finite: the JSON report holds
+    no NaN or Infinity tokens (RFC 8259 has none), and a report never shows one."""
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -31,8 +47,10 @@ class StepInfo:
     last_good: str  # last commit measured on the old level
     first_bad: str  # first commit measured on the new level
     range: tuple[str, ...]  # commits after last_good up to first_bad, oldest first
-    ratio: float  # new level / old level, as stored (not direction-adjusted)
-    ci: tuple[float, float]  # 95% confidence interval of the ratio
+    # new level / old level, as stored (not direction-adjusted); None from a level of 0
+    # (an allocation count that appears), where no ratio exists
+    ratio: float | None
+    ci: tuple[float, float] | None  # 95% confidence interval of the ratio; None with it
     p_value: float
     persists: bool  # >= 2 runs on the new level and no later step undoing it
     runs_after: int
@@ -47,9 +65,9 @@ class StepInfo:
             "last_good": self.last_good,
             "first_bad": self.first_bad,
             "range": list(self.range),
-            "ratio": self.ratio,
-            "ci": list(self.ci),
-            "p_value": self.p_value,
+            "ratio": finite(self.ratio),
+            "ci": [finite(x) for x in self.ci] if self.ci is not None else None,
+            "p_value": finite(self.p_value),
             "persists": self.persists,
             "runs_after": self.runs_after,
             "direction": self.direction,
@@ -57,13 +75,14 @@ class StepInfo:
 
     @classmethod
     def from_json(cls, d: Mapping) -> StepInfo:
+        ci = d.get("ci")
         return cls(
             d["last_good"],
             d["first_bad"],
             tuple(d["range"]),
-            float(d["ratio"]),
-            (float(d["ci"][0]), float(d["ci"][1])),
-            float(d["p_value"]),
+            finite(d.get("ratio")),
+            (float(ci[0]), float(ci[1])) if ci and None not in ci else None,
+            float(d["p_value"]) if d.get("p_value") is not None else 1.0,
             bool(d["persists"]),
             int(d.get("runs_after", 0)),
             d["direction"],
@@ -87,20 +106,24 @@ class Cell:
     # A metric computed from another cell's measurement (ltx2k.workload.metrics.Metric.derived_from)
     # takes that cell's flag and step; this names the source benchmark.
     verdict_of: str | None = None
+    # Why an "insufficient" cell has no verdict, when one sentence says it better than
+    # a dash: "not measured at head", "not measured at base".
+    why: str | None = None
 
     def to_json(self) -> dict:
         return {
-            "ratio": self.ratio,
+            "ratio": finite(self.ratio),
             "flag": self.flag,
-            "head": self.head,
-            "base": self.base,
-            "p_value": self.p_value,
+            "head": finite(self.head),
+            "base": finite(self.base),
+            "p_value": finite(self.p_value),
             "test": self.test,
             "step": self.step.to_json() if self.step else None,
             "earlier_steps": [s.to_json() for s in self.earlier],
-            "noise": self.noise,
+            "noise": finite(self.noise),
             "gpu_uuid": self.gpu_uuid,
             "verdict_of": self.verdict_of,
+            "why": self.why,
         }
 
     @classmethod
@@ -118,6 +141,7 @@ class Cell:
             d.get("noise"),
             d.get("gpu_uuid"),
             d.get("verdict_of"),
+            d.get("why"),
         )
 
 
@@ -193,6 +217,13 @@ class Report:
         return {"regression": EXIT_REGRESSION, "insufficient": EXIT_INSUFFICIENT}.get(
             self.status, EXIT_OK
         )
+
+    def counts(self) -> dict[str, int]:
+        """Cells per flag, every flag of FLAGS present: what the summary line says."""
+        out = dict.fromkeys(FLAGS, 0)
+        for _, _, c in self.cells():
+            out[c.flag] = out.get(c.flag, 0) + 1
+        return out
 
     def cells(self, flag: str | None = None) -> list[tuple[Row, str, Cell]]:
         return [

@@ -29,7 +29,13 @@ A metric computed from another metric's measurement of the same cell
 (:attr:`ltx2k.workload.metrics.Metric.derived_from`: % of copy bandwidth from the
 cold time's median) gets one verdict with it: its cell takes the source
 cell's flag and step, keeping its own values, so one kernel run is never a
-regression in one table and "ok" in the other.
+regression in one table and "ok" in the other. It does so only where it has
+values of its own at head and at base (and, for a step, on both sides of it): a run
+that timed the source alone (``asv run -b time_device_cold``) leaves the derived
+cell "insufficient", saying what is missing (``Cell.why``), and it is not counted.
+
+No ratio is infinite or NaN: a level of 0 (an allocation count that appears) has
+no ratio (``None``); the cell shows its head against 0.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ltx2k.analysis.model import (
     Report,
     Row,
     StepInfo,
+    finite,
 )
 from ltx2k.analysis.significance import commit_vs_commit
 from ltx2k.analysis.thresholds import Thresholds
@@ -330,7 +337,8 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             bv = b.value if b is not None else None
             gpu = h.gpu_uuid if h is not None else None
             if hv is None or bv is None:
-                cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu)
+                why = "not measured at head" if hv is None else "not measured at base"
+                cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu, why=why)
                 continue
             r = hv / bv if bv != 0 else (1.0 if hv == 0 else None)
             worse, better = _worse_better(hv, bv, ratio_thr, higher)
@@ -369,7 +377,7 @@ def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recen
         for m in columns:
             s = series.get((m, key))
             if s is None:
-                cells[m] = Cell(None, "insufficient", None, None, None, "none")
+                cells[m] = Cell(None, "insufficient", None, None, None, "none", why="no results")
                 continue
             cell = _history_cell(s, priors[(m, key[0])], thresholds, pos, order, recent)
             head = s.points[-1].record
@@ -407,11 +415,28 @@ def _share_verdicts(rows: list[Row], columns, series) -> list[Row]:
     return out
 
 
+def _not_judged(mine: Cell, source: str, why: str) -> Cell:
+    """A derived cell without the values of its own that its source's verdict needs."""
+    return replace(
+        mine, flag="insufficient", p_value=None, test="none", step=None, verdict_of=source, why=why
+    )
+
+
 def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str) -> Cell:
+    """The derived cell *mine* with the verdict of its source cell *src*, where *mine* has
+    values of its own to carry it (the module docstring)."""
     import numpy as np
 
+    if mine.head is None:
+        return _not_judged(mine, source, "not measured at head")
+    if src.flag == "insufficient":
+        return _not_judged(mine, source, src.why or "its source cell has no verdict")
     if own is None or src.step is None:
-        return replace(mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source)
+        if mine.base is None:
+            return _not_judged(mine, source, "not measured at base")
+        return replace(
+            mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source, why=None
+        )
     values, commits = own.values, own.commits
 
     def level(lo: int, hi: int) -> float | None:
@@ -419,6 +444,8 @@ def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str
         return float(np.median(vs)) if vs else None
 
     def mapped(st: StepInfo, start: int) -> StepInfo | None:
+        if st.ratio is None or st.ci is None:
+            return None
         if st.last_good not in commits or st.first_bad not in commits:
             return None
         good, bad = commits.index(st.last_good), commits.index(st.first_bad)
@@ -438,14 +465,15 @@ def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str
     starts = [0] + [commits.index(e.first_bad) for e in src.earlier if e.first_bad in commits]
     step = mapped(src.step, starts[-1])
     if step is None:
-        return replace(mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source)
+        # No values of its own on one side of the source's step: the step is not its.
+        return _not_judged(mine, source, "not measured on both sides of the step")
     base = level(starts[-1], commits.index(src.step.last_good) + 1)
     head = mine.head
     earlier = tuple(
         e for e in (mapped(e, s) for e, s in zip(src.earlier, starts, strict=False)) if e
     )
     return Cell(
-        head / base if head is not None and base else mine.ratio,
+        finite(head / base) if base else None,
         src.flag,
         head,
         base,
@@ -465,7 +493,9 @@ def _step_info(s: hseries.Series, st: changepoint.Step, order, pos, kind: str) -
         rng = tuple(order[pos[good] + 1 : pos[bad] + 1])
     else:
         rng = tuple(s.commits[st.last_good_index + 1 : st.index + 1])
-    return StepInfo(good, bad, rng, st.ratio, st.ci, st.p_value, st.persists, st.runs_after, kind)
+    ratio = finite(st.ratio)
+    ci = st.ci if ratio is not None and all(finite(x) is not None for x in st.ci) else None
+    return StepInfo(good, bad, rng, ratio, ci, st.p_value, st.persists, st.runs_after, kind)
 
 
 def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, recent) -> Cell:
@@ -476,7 +506,12 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     if head is None or len(earlier) < 2:
         base = float(np.median(earlier)) if earlier else None
         r = head / base if head is not None and base else None
-        return Cell(r, "insufficient", head, base, None, "none")
+        why = (
+            "not measured at head"
+            if head is None
+            else f"{len(earlier)} earlier run(s); a history needs 2"
+        )
+        return Cell(r, "insufficient", head, base, None, "none", why=why)
     higher = thresholds.higher_is_better(s.benchmark)
     det = changepoint.detect(
         s.values,
@@ -495,7 +530,7 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     if latest is not None and latest.index >= len(s.points) - recent:
         before = [v for v in s.values[: latest.index] if v is not None][-latest.runs_before :]
         return Cell(
-            latest.ratio,
+            finite(latest.ratio),
             steps[-1].direction,
             head,
             float(np.median(before)),
@@ -509,8 +544,9 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     if sus is not None and sus.index >= len(s.points) - recent:
         since = [v for v in s.values[: sus.index] if v is not None][-sus.runs_before :]
         worse = (sus.ratio > 1) != higher
+        base = float(np.median(since))
         return Cell(
-            sus.ratio if sus.runs_after == 1 else head / float(np.median(since)),
+            finite(sus.ratio if sus.runs_after == 1 else head / base if base else None),
             "suspected",
             head,
             float(np.median(since)),

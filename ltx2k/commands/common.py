@@ -19,6 +19,20 @@ def fail(msg: str, code: int = EXIT_ERROR) -> int:
     return code
 
 
+def internal_error(what: str, e: BaseException) -> None:
+    """An error inside ltx2k while producing *what* (one output of several): one line
+    naming it, then the traceback a bug report needs, on stderr. The caller goes on
+    with the other outputs."""
+    import traceback
+
+    print(
+        f"ltx2k: internal error: {what} was not written: {type(e).__name__}: {e} "
+        "(a bug in ltx2k; the traceback follows, the other outputs are written)",
+        file=sys.stderr,
+    )
+    traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+
+
 ASV_CONFIG = "asv.conf.json"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ltx2k.analysis.model import EXIT_INCOMPLETE
 from ltx2k.commands.common import (
     EXIT_OK,
     add_config_option,
@@ -12,12 +13,20 @@ from ltx2k.commands.common import (
     check_results_dir,
     fail,
     find_config,
+    internal_error,
 )
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
-        "publish", help="build the dashboard: asv publish + html/summary.html"
+        "publish",
+        help="build the dashboard: asv publish + html/summary.html",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit status:\n"
+        "  0  the dashboard was built\n"
+        "  1  error (bad arguments, no results, asv publish failed)\n"
+        "  4  dashboard incomplete: a part of it (a figure, the verdicts, the summary\n"
+        "     page) hit an internal error, named on stderr; the rest was published",
     )
     add_config_option(s)
     s.add_argument("--results", default=None, help="results dir (default: the config's)")
@@ -65,9 +74,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         _name_problems(config, args.results)
         raise
+    for what, e in res.internal_errors:
+        internal_error(what, e)
     if res.error:
         return fail(res.error)
     print(f"wrote {res.html_dir / 'index.html'} and {res.summary}", file=sys.stderr)
+    if res.internal_errors:
+        print(
+            f"ltx2k publish: the dashboard is incomplete (exit {EXIT_INCOMPLETE}): "
+            f"{len(res.internal_errors)} part(s) named above are missing",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import check_results_dir, fail, usage_error_exits_1
+from ltx2k.commands.common import check_results_dir, fail, internal_error, usage_error_exits_1
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -25,6 +25,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "  2  at least one regression on at least one machine\n"
         "  3  not enough data: nothing comparable (head or history missing on every\n"
         "     machine), or a machine named with --machine had nothing comparable\n"
+        "  4  report incomplete: an output could not be rendered (an internal error,\n"
+        "     named on stderr); the other outputs were written. A regression (2)\n"
+        "     still exits 2\n"
         'thresholds file (JSON): {"thresholds": {"*SplitRope.time_device_cold": 1.03},\n'
         '  "direction": {"*.track_my_rate": "higher"}, "alpha": 0.002, "history_alpha": 0.002};\n'
         "  defaults in docs/history.md.",
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ltx2k.analysis import regress
-    from ltx2k.report.markdown import render_markdown
+    from ltx2k.analysis.model import EXIT_INCOMPLETE, EXIT_REGRESSION
+    from ltx2k.report.markdown import render_markdown, summary_line
 
     check_results_dir(args.results)
     report = regress.triage(
@@ -74,18 +78,46 @@ def run(args: argparse.Namespace) -> int:
         thresholds=args.thresholds,
         env=args.env,
     )
-    markdown = render_markdown(report)
-    for flag, path, text in (
-        ("--json", args.json, json.dumps(report.to_json(), indent=2)),
-        ("--markdown", args.markdown, markdown),
-    ):
+    # Each output is rendered from the report on its own: an error inside one of them
+    # (a bug) is named on stderr, and the others are still written.
+    outputs = (
+        ("--json", args.json, lambda: json.dumps(report.to_json(), indent=2, allow_nan=False)),
+        ("--markdown", args.markdown, lambda: render_markdown(report)),
+    )
+    incomplete = False
+    markdown = None
+    for flag, path, render in outputs:
+        if not path and flag != "--markdown":
+            continue
+        try:
+            text = render()
+        except Exception as e:  # a bug in one output must not cost the others
+            incomplete = True
+            internal_error(f"the {flag} output" if path else "the Markdown on stdout", e)
+            continue
+        if flag == "--markdown":
+            markdown = text
         if path:
             try:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(text)
             except OSError as e:
                 return fail(f"{flag} {path!r}: cannot write: {e.strerror or e}")
-    if not args.markdown:
+    if not args.markdown and markdown is not None:
         print(markdown)
-    print(f"ltx2k regress: {markdown.splitlines()[0]}", file=sys.stderr)
-    return report.exit_code
+    try:
+        line = summary_line(report)
+    except Exception as e:
+        incomplete = True
+        internal_error("the summary line", e)
+        line = f"status {report.status}"
+    print(f"ltx2k regress: {line}", file=sys.stderr)
+    code = report.exit_code
+    if incomplete and code != EXIT_REGRESSION:
+        print(
+            f"ltx2k regress: the report is incomplete (exit {EXIT_INCOMPLETE}); "
+            "the outputs named above were not written",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
+    return code

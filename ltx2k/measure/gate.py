@@ -59,7 +59,7 @@ def check_all(verbose: bool = False, variants=None) -> list[str]:
             if variant == "compiled" and not on_gpu:
                 continue  # inductor's CPU backend compiles C++ for minutes; GPU-only peer
             shape_list = cases.shapes_for(kernel, on_gpu)
-            with _recompiles_allowed(len(shape_list) if variant == "compiled" else 0):
+            with recompiles_allowed(len(shape_list) if variant == "compiled" else 0):
                 for shape in shape_list:
                     for launch in launches(kernel, variant):
                         try:
@@ -77,7 +77,7 @@ def check_all(verbose: bool = False, variants=None) -> list[str]:
     return failures
 
 
-def _recompiles_allowed(n_shapes: int):
+def recompiles_allowed(n_shapes: int):
     """A context in which dynamo may compile one code object once per shape.
 
     The compiled peer is compiled at static shapes (one graph per shape, as each

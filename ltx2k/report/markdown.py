@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ltx2k.analysis.model import Baseline, Cell, Report, StepInfo
 from ltx2k.history.records import QUIET_KINDS
 
@@ -31,11 +33,16 @@ def format_value(value: float | None, unit: str, digits: int = 3) -> str:
 
 
 def format_cell(c: Cell) -> str:
+    """A cell of the full table: its ratio and mark; head against 0 where the base was
+    really 0; a dash (and why, where the cell says) where there is no verdict."""
+    mark = _MARK.get(c.flag, "")
     if c.flag == "insufficient":
-        return "—"
-    if c.ratio is None:
-        return f"{c.head:g} vs 0{_MARK[c.flag]}"
-    return f"{c.ratio:.3f}{_MARK[c.flag]}"
+        return f"— ({c.why})" if c.why else "—"
+    if c.ratio is not None and math.isfinite(c.ratio):
+        return f"{c.ratio:.3f}{mark}"
+    if c.base == 0 and c.head is not None and math.isfinite(c.head):
+        return f"{c.head:g} vs 0{mark}"
+    return f"—{mark}"
 
 
 def format_step(step: StepInfo | None) -> str:
@@ -46,8 +53,13 @@ def format_step(step: StepInfo | None) -> str:
         where = f"`{step.first_bad[:8]}`"
     else:
         where = f"`{step.range[0][:8]}`..`{step.first_bad[:8]}` ({len(step.range)} commits)"
-    lo, hi = step.ci
-    size = f"{(step.ratio - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
+    if step.ratio is None:
+        size = "from 0"
+    elif step.ci is None:
+        size = f"{(step.ratio - 1) * 100:+.1f}%"
+    else:
+        lo, hi = step.ci
+        size = f"{(step.ratio - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
     tail = "" if step.persists else ", new level seen once" if step.runs_after < 2 else ", undone"
     return f"{where} {size}{tail}"
 
@@ -59,23 +71,29 @@ def _baseline_text(b: Baseline) -> str:
     return f"{b.kind} `{b.ref}`" + (f" (`{sha}`)" if b.kind == "branch" else "")
 
 
+def summary_line(report: Report) -> str:
+    """The report's first line: its status and how many cells each flag has, measured
+    cells only (a cell without a verdict counts as "without data")."""
+    n = report.counts()
+    gpus = sorted({m for _, m, _ in report.cells("regression")})
+    against = f"`{report.head[:8]}` vs {_baseline_text(report.baseline)}"
+    counts = (
+        f"{n['improvement']} improvement(s), {n['ok']} unchanged, {n['insufficient']} without data."
+    )
+    if n["suspected"]:
+        counts = f"{n['suspected']} suspected, " + counts
+    if report.status == "regression":
+        return f"**❌ {n['regression']} regression(s) on {', '.join(gpus)}** ({against}); {counts}"
+    if report.status == "insufficient":
+        return f"**⚠️ Not enough data to decide** ({against}); {counts}"
+    return f"**✅ No regressions** ({against}) on {len(report.machines)} GPU(s); {counts}"
+
+
 def render_markdown(report: Report) -> str:
     """Summary line, regressions, then everything folded away."""
     regs = report.cells("regression")
     imps = report.cells("improvement")
-    n_ins = len(report.cells("insufficient"))
-    n_ok = len(report.cells("ok"))
-    gpus = sorted({m for _, m, _ in regs})
-    head = f"`{report.head[:8]}`"
-    against = f"{head} vs {_baseline_text(report.baseline)}"
-    counts = f"{len(imps)} improvement(s), {n_ok} unchanged, {n_ins} without data."
-    if report.status == "regression":
-        summary = f"**❌ {len(regs)} regression(s) on {', '.join(gpus)}** ({against}); {counts}"
-    elif report.status == "insufficient":
-        summary = f"**⚠️ Not enough data to decide** ({against}); {counts}"
-    else:
-        summary = f"**✅ No regressions** ({against}) on {len(report.machines)} GPU(s); {counts}"
-    out = [summary, ""]
+    out = [summary_line(report), ""]
     history = report.baseline.kind == "last-n"
 
     def cell_table(title: str, items) -> None:

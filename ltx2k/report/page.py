@@ -141,10 +141,18 @@ def _cell(
             "&mdash;</td>"
         )
     flag, ratio, p = cell.flag, cell.ratio, cell.p_value
-    text = _e(f"{ratio:.3f}" if ratio is not None and math.isfinite(ratio) else "n/a")
+    if ratio is not None and math.isfinite(ratio):
+        text = f"{ratio:.3f}"
+    elif cell.base == 0 and cell.head is not None and flag != "insufficient":
+        text = f"{_fmt_value(cell.head, unit)} vs 0"  # a level of 0 has no ratio
+    else:
+        text = "n/a"
+    text = _e(text)
     p_txt = f", p={p:.2g}" if p is not None and math.isfinite(p) else ""
     words = plots.FLAG_WORDS.get(flag, flag)
     tip = f"{words}: head {_fmt_value(cell.head, unit)}, base {_fmt_value(cell.base, unit)}{p_txt}"
+    if cell.why:
+        tip += f" ({cell.why})"
     if head:
         tip += f"; machine {machine}, head from its result file of commit {head[:8]}"
     attrs = ""
@@ -404,45 +412,62 @@ def build_summary(
     commit_base: str | None = None,
     results_dir: str | Path | None = None,
     results_label: str = "results",
+    failed: list[tuple[str, BaseException]] | None = None,
 ) -> Path:
     """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``.
 
     ``results_dir`` (with ``results_label``, how the page names it) lets each
     value name its result file and the GPU identity ltx2k run or shard-run wrote there.
+
+    Each figure is drawn on its own: one that raises (a bug in ltx2k) is left out, and
+    ``(what, exception)`` goes to *failed* for the caller to report; without *failed*
+    the error is raised. The page itself is written either way.
     """
     html_dir = Path(html_dir)
     out = html_dir / SUMMARY_DIR
     out.mkdir(parents=True, exist_ok=True)
     images: dict[str, list[tuple[str, str]]] = defaultdict(list)
 
-    def add(section: str, fig, name: str, alt: str) -> None:
-        plots.save(fig, out / name)
+    def add(section: str, draw, name: str, alt: str) -> None:
+        try:
+            plots.save(draw(), out / name)
+        except Exception as e:
+            if failed is None:
+                raise
+            failed.append((f"the figure {SUMMARY_DIR}/{name}", e))
+            return
         images[section].append((f"{SUMMARY_DIR}/{name}", alt))
 
     if _judged(report) and report.rows:
-        add("matrix", plots.regression_heatmap(report), "matrix.png", "regression matrix")
+        add("matrix", lambda: plots.regression_heatmap(report), "matrix.png", "regression matrix")
     for k in plots.kernels_in(records):
         for metric in (plots.DEVICE_COLD, plots.HOST_LATENCY):
             add(
                 "history",
-                plots.history(records, k, metric=metric, report=report, last=last),
+                lambda k=k, metric=metric: plots.history(
+                    records, k, metric=metric, report=report, last=last
+                ),
                 f"history_{k}_{metric}.png",
                 f"{k} {plots.METRIC_TITLES[metric]} history",
             )
         if k in BASELINE_VARIANT:
-            add("speedup", plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup")
+            add(
+                "speedup", lambda k=k: plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup"
+            )
         add(
             "bandwidth",
-            plots.copy_bandwidth(records, k),
+            lambda k=k: plots.copy_bandwidth(records, k),
             f"bandwidth_{k}.png",
             f"{k} % of copy bandwidth",
         )
-        add("roofline", plots.roofline(records, k), f"roofline_{k}.png", f"{k} roofline")
+        add(
+            "roofline", lambda k=k: plots.roofline(records, k), f"roofline_{k}.png", f"{k} roofline"
+        )
         variant = firstscreen.default_variant(k)
         if variant is not None:
             add(
                 "cross_gpu",
-                plots.cross_gpu(records, k, variant, last=last),
+                lambda k=k, variant=variant: plots.cross_gpu(records, k, variant, last=last),
                 f"cross_gpu_{k}.png",
                 f"{k} {variant} on every GPU, as % of its copy bandwidth",
             )
@@ -461,4 +486,22 @@ def build_summary(
     )
     path = html_dir / SUMMARY_HTML
     path.write_text(page, encoding="utf-8")
+    return path
+
+
+def write_unavailable(html_dir: str | Path, error: BaseException) -> Path:
+    """A summary page that says it could not be built, linking asv's pages: what
+    ``publish`` writes when the real one fails, so the link to it never dangles."""
+    path = Path(html_dir) / SUMMARY_HTML
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        "<title>ltx2k performance summary</title></head><body>"
+        "<h1>ltx2k performance summary</h1>"
+        "<p>This page could not be built: an internal error in ltx2k "
+        f"(<code>{_e(type(error).__name__)}: {_e(str(error))}</code>); "
+        "the publish log has its traceback. "
+        '<a href="index.html">asv\'s pages</a> are complete.</p></body></html>\n',
+        encoding="utf-8",
+    )
     return path

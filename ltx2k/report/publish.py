@@ -40,6 +40,9 @@ class PublishResult:
     problems: list[Problem] = field(default_factory=list)
     asv_ok: bool = True  # False: asv's site is missing or stale; the summary page is still there
     kept_old: bool = False  # asv failed and html_dir still holds the previous complete site
+    # Outputs an error inside ltx2k left out (a figure, the verdicts, the summary page),
+    # each with its exception; everything else was written.
+    internal_errors: list[tuple[str, BaseException]] = field(default_factory=list)
 
     @property
     def error(self) -> str | None:
@@ -111,10 +114,21 @@ def publish(
     # killed at any point leaves the previous site (or none), never half of one.
     work = Path(tempfile.mkdtemp(prefix=_build_prefix(html) + f"{os.getpid()}-", dir=html.parent))
     kept_old = False
+    internal: list[tuple[str, BaseException]] = []
     with exit_on_signals():
         try:
             summary, asv_ok, kept_old = _build_and_swap(
-                work, html, conf_path, results, repo, records, problems, report, last, asv_timeout
+                work,
+                html,
+                conf_path,
+                results,
+                repo,
+                records,
+                problems,
+                report,
+                last,
+                asv_timeout,
+                internal,
             )
         finally:
             old = work / _OLD
@@ -123,12 +137,20 @@ def publish(
             shutil.rmtree(work, ignore_errors=True)
     _log_problems(problems, log)
     return PublishResult(
-        html_dir=html, summary=summary, problems=problems, asv_ok=asv_ok, kept_old=kept_old
+        html_dir=html,
+        summary=summary,
+        problems=problems,
+        asv_ok=asv_ok,
+        kept_old=kept_old,
+        internal_errors=internal,
     )
 
 
-def _build_and_swap(work, html, conf_path, results, repo, records, problems, report, last, timeout):
-    """The build of :func:`publish` in *work*; returns (summary path, asv ok, old site kept)."""
+def _build_and_swap(
+    work, html, conf_path, results, repo, records, problems, report, last, timeout, internal
+):
+    """The build of :func:`publish` in *work*; returns (summary path, asv ok, old site kept).
+    Errors inside ltx2k that cost one output go to *internal*."""
     build = work / "html"
     conf = staging.staged_conf(conf_path, build, repo)
     commit_base = staging.commit_base(conf)
@@ -143,17 +165,22 @@ def _build_and_swap(work, html, conf_path, results, repo, records, problems, rep
     else:
         build.mkdir(parents=True, exist_ok=True)
 
-    summary = page.build_summary(
-        build,
-        records,
-        problems,
-        report=report,
-        machines_info=_machines_info(results),
-        last=last,
-        commit_base=commit_base,
-        results_dir=results,
-        results_label=_results_label(results, conf_path),
-    )
+    try:
+        summary = page.build_summary(
+            build,
+            records,
+            problems,
+            report=report,
+            machines_info=_machines_info(results),
+            last=last,
+            commit_base=commit_base,
+            results_dir=results,
+            results_label=_results_label(results, conf_path),
+            failed=internal,
+        )
+    except Exception as e:  # a bug in the page must not cost asv's site
+        internal.append(("the summary page", e))
+        summary = page.write_unavailable(build, e)
     if not asv_ok and (html / "index.html").is_file():
         # A summary page over a site without asv's pages would link nowhere:
         # the previous complete site stays, this build goes aside for a look.
@@ -196,11 +223,15 @@ def publish_dashboard(
             f"{where} holds no asv results ({len(problems)} problem(s)); nothing published, "
             f"{str(html)!r} left as it was (fill it with ltx2k run or ltx2k store pull)"
         )
+    internal: list[tuple[str, BaseException]] = []
     if regress_json is None:
-        regress_json = latest_vs_previous(
-            results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
-        )
-    return publish(
+        try:
+            regress_json = latest_vs_previous(
+                results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
+            )
+        except Exception as e:  # a bug in the verdicts must not cost the dashboard
+            internal.append(("the regression verdicts (the page shows none)", e))
+    res = publish(
         asv_conf,
         results,
         html,
@@ -210,6 +241,8 @@ def publish_dashboard(
         log=log,
         loaded=(records, problems),
     )
+    res.internal_errors[:0] = internal
+    return res
 
 
 def load_drawn(results: Path, last: int | None, repo=None) -> tuple[list, list[Problem]]:

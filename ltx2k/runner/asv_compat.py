@@ -99,12 +99,39 @@ def machine_defaults() -> dict[str, str]:
 # --- statistics -----------------------------------------------------------------------------
 
 
+# The exact U distribution's counts, r(m, n, u), kept for the process. asv keeps its own
+# in a module-level memo that it clears past 100,000 entries: the sample counts of one
+# suite (up to 20 x 20, 401 values of u each) pass that, and a report then recounts
+# the same distributions for every cell (seconds per cell). Bounded by asv's own rule
+# (exact only up to 20 samples a side): at most 21 x 21 x 401 entries.
+_U_COUNTS: dict = {}
+
+
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """asv's exact Mann-Whitney U test: (U, two-sided p)."""
+    """asv's Mann-Whitney U test (``asv._stats.mann_whitney_u``): (U, two-sided p).
+
+    The same U, tie breaking and p as asv's: its own functions, called as it calls
+    them, with a memo that is not cleared (``_U_COUNTS``).
+    """
     from asv import _stats
 
-    u, p = _stats.mann_whitney_u(a, b)
-    return u, p
+    m, n = len(a), len(b)
+    if max(m, n) > 20:  # asv's 'auto': the normal approximation, no memo
+        return _stats.mann_whitney_u(a, b)
+    u, ties = _stats.mann_whitney_u_u(a, b)
+    # asv's conservative tie breaking, as in _stats.mann_whitney_u
+    if u <= m * n // 2 and u + ties >= m * n // 2:
+        ties = m * n // 2 - u
+    ux1 = min(u, m * n - u)
+    ux2 = min(u + ties, m * n - (u + ties))
+    if ux1 >= ux2:
+        ux = ux1
+    else:
+        u = u + ties
+        ux = ux2
+    p1 = _stats.mann_whitney_u_cdf(m, n, ux, _U_COUNTS)
+    p2 = 1.0 - _stats.mann_whitney_u_cdf(m, n, max(m * n // 2, m * n - ux - 1), _U_COUNTS)
+    return u, p1 + p2
 
 
 def compute_stats(samples: Sequence[float], number: int = 1) -> tuple[float, dict]:

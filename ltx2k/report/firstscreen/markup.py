@@ -83,7 +83,7 @@ def _commit_link(sha: str, base: str | None, text: str | None = None) -> str:
 
 
 def _step_text(step: StepInfo, base: str | None) -> str:
-    size = f"{(step.ratio - 1) * 100:+.1f}%"
+    size = "from 0" if step.ratio is None else f"{(step.ratio - 1) * 100:+.1f}%"
     where = (
         _commit_link(step.first_bad, base)
         if step.exact

@@ -1,0 +1,219 @@
+"""Property tests: ``regress``, ``publish`` and ``confirm``'s planning finish on any history
+runners can leave (tests/histories.py), and what they write is whole and honest.
+
+The example count comes from the Hypothesis profile (tests/conftest.py): ``ci`` by
+default, ``--hypothesis-profile=long`` for a deliberate search of many thousands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import tempfile
+from pathlib import Path
+
+import histories as H
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from ltx2k.analysis.model import Report
+from ltx2k.cli import main
+from ltx2k.report.markdown import format_cell
+from ltx2k.workload import metrics
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+_SLOW_OK = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# What a number must never read as ("None:" opens a sentence of the page's own).
+_BAD_WORDS = re.compile(r"(?<![\w-])(None|nan|NaN|inf|Infinity)(?![\w:-])")
+
+
+@pytest.fixture(scope="module")
+def repo():
+    with tempfile.TemporaryDirectory(prefix="ltx2k-histories-") as root:
+        yield H.shared_repo(root)
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _strict_json(text: str):
+    def refuse(token):
+        raise AssertionError(f"non-RFC-8259 token {token} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _modes(h: H.History, repo: H.Repo) -> tuple[list[list[str]], str]:
+    """The five ways ``regress`` is run on a history, and its head."""
+    head = repo.commits[h.n_commits - 1]
+    base = repo.commits[max(h.n_commits - 2, 0)]
+    r = ["--repo", str(repo.path)]
+    modes = [["--last", "20", *r], ["--last", "5", *r], ["--last", "20"]]
+    return [*modes, ["--baseline", base, *r], ["--baseline", base]], head
+
+
+def check_report(report: dict, markdown: str, rc: int) -> None:
+    """The properties every regress report holds, whatever history it judged."""
+    rep = Report.from_json(report)
+    # The exit code, the status and the summary line say the same.
+    first = markdown.splitlines()[0]
+    regs = rep.cells("regression")
+    assert rc == rep.exit_code, (rc, rep.status)
+    if rep.status == "regression":
+        assert rc == 2 and regs
+        assert f"{len(regs)} regression(s)" in first, first
+    else:
+        assert not regs
+        assert ("Not enough data" in first) == (rep.status == "insufficient"), first
+    counted = {f: len(rep.cells(f)) for f in ("improvement", "ok", "insufficient")}
+    assert f"{counted['improvement']} improvement(s), {counted['ok']} unchanged" in first
+    assert f"{counted['insufficient']} without data" in first
+    # No None / nan / inf where a number is shown.
+    bad = _BAD_WORDS.search(markdown)
+    assert bad is None, markdown[max(bad.start() - 200, 0) : bad.end() + 100]
+    for row in rep.rows:
+        derived = metrics.METRICS.get(row.metric)
+        for m, c in row.cells.items():
+            text = format_cell(c)
+            assert "vs 0" not in text or c.base == 0, (row.benchmark, m, c)
+            if c.flag in ("regression", "improvement", "suspected"):
+                # A judged cell has its own numbers: a head, a base and a ratio or a 0 base.
+                assert c.head is not None and c.base is not None, (row.benchmark, m, c)
+                assert c.ratio is not None or c.base == 0, (row.benchmark, m, c)
+                if derived is not None and derived.derived_from:
+                    assert c.verdict_of, (row.benchmark, m, c)
+            for x in (c.ratio, c.head, c.base, c.p_value, c.noise):
+                assert x is None or math.isfinite(x), (row.benchmark, m, c)
+
+
+def run_regress(h: H.History, repo: H.Repo, tmp: Path) -> list[tuple[Path, int]]:
+    modes, head = _modes(h, repo)
+    results = tmp / "results"
+    written = []
+    for i, mode in enumerate(modes):
+        js, md = tmp / f"r{i}.json", tmp / f"r{i}.md"
+        rc, out, err = _cli(
+            ["regress", "--results", str(results), "--head", head, *mode]
+            + ["--json", str(js), "--markdown", str(md)]
+        )
+        assert rc in (0, 2, 3), (mode, rc, err[-2000:])
+        assert "Traceback" not in err, err
+        assert js.is_file() and md.is_file(), (mode, err)
+        check_report(_strict_json(js.read_text()), md.read_text(), rc)
+        written.append((js, rc))
+    return written
+
+
+def run_confirm_plan(h: H.History, repo: H.Repo, tmp: Path, report: Path) -> None:
+    """``confirm --dry-run``: the plan up to the first GPU step, for every machine."""
+    data = _strict_json(report.read_text())
+    for m in h.machines:
+        rc, out, err = _cli(
+            ["confirm", "--report", str(report), "--machine", m, "--dry-run"]
+            + ["--config", str(tmp / "asv.conf.json"), "--work", str(tmp / f"confirm-{m}")]
+        )
+        assert "Traceback" not in err, err
+        assert rc in (0, 2), (m, rc, err[-2000:])
+        flagged = [r for r in data["rows"] if (r["cells"].get(m) or {}).get("flag") == "regression"]
+        for r in flagged:
+            cell = r["cells"][m]
+            assert cell["head"] is not None and cell["base"] is not None
+            if cell.get("step"):
+                # The plan names the flagged step's commits.
+                assert cell["step"]["first_bad"][:12] in out + err, (r["benchmark"], m)
+
+
+@_SLOW_OK
+@given(h=H.histories())
+def test_regress_and_confirm_finish_on_any_history(h, repo):
+    with tempfile.TemporaryDirectory(prefix="ltx2k-history-") as d:
+        tmp = Path(d)
+        H.write(h, tmp, repo)
+        written = run_regress(h, repo, tmp)
+        run_confirm_plan(h, repo, tmp, written[0][0])
+
+
+# A whole publish draws every figure (seconds each): a tenth of the profile's examples.
+# The page's own rendering, without figures, gets them all (below).
+@settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    max_examples=max(settings.default.max_examples // 10, 3),
+)
+@given(h=H.histories(max_commits=4, max_machines=2))
+def test_publish_finishes_on_any_history(h, repo):
+    with tempfile.TemporaryDirectory(prefix="ltx2k-publish-") as d:
+        tmp = Path(d)
+        H.write(h, tmp, repo)
+        rc, out, err = _cli(
+            ["publish", "--config", str(tmp / "asv.conf.json"), "--html", str(tmp / "html")]
+        )
+        assert "Traceback" not in err, err
+        assert rc == 0, err[-3000:]
+        page = (tmp / "html" / "summary.html").read_text()
+        assert (tmp / "html" / "index.html").is_file()
+        text = re.sub(r"<[^>]*>", " ", page)
+        bad = _BAD_WORDS.search(text)
+        assert bad is None, text[max(bad.start() - 300, 0) : bad.end() + 100]
+
+
+@_SLOW_OK
+@given(h=H.histories())
+def test_the_summary_page_renders_any_history(h, repo):
+    """The summary page and its first screen, with the verdicts publish computes,
+    on any history: no exception, no None / nan / inf shown."""
+    from ltx2k.history.records import load_results
+    from ltx2k.report import page, publish
+
+    with tempfile.TemporaryDirectory(prefix="ltx2k-page-") as d:
+        tmp = Path(d)
+        results = H.write(h, tmp, repo)
+        records, problems = load_results(results)
+        report = publish.latest_vs_previous(results, repo=repo.path, loaded=(records, problems))
+        html = page.render_summary(
+            records=records, problems=problems, report=report, images={}, machines_info={}
+        )
+        text = re.sub(r"<[^>]*>", " ", html)
+        bad = _BAD_WORDS.search(text)
+        assert bad is None, text[max(bad.start() - 300, 0) : bad.end() + 100]
+
+
+def test_full_run_then_cold_only_runs(repo, tmp_path):
+    """A full first run, five runs of one metric, a +9% step in it: both outputs are
+    written, exit 2, the step is named at its commit, and the derived metric's rows
+    that have no value at head are not counted."""
+    t = H.template()
+    cold = t.metric_names(H.SOURCE)
+    h = H.History(
+        6,
+        {"h200": (H.Run(0, t.names), *(H.Run(i, cold) for i in range(1, 6)))},
+        steps=(H.Step("bench_kernels.SplitRope.time_device_cold", None, 4, 1.09),),
+        noise=0.005,
+        seed=3,
+    )
+    H.write(h, tmp_path, repo)
+    head = repo.commits[5]
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    rc, out, err = _cli(
+        ["regress", "--results", str(tmp_path / "results"), "--repo", str(repo.path)]
+        + ["--head", head, "--last", "20", "--json", str(js), "--markdown", str(md)]
+    )
+    assert rc == 2, err
+    report = _strict_json(js.read_text())
+    check_report(report, md.read_text(), rc)
+    rep = Report.from_json(report)
+    regs = rep.cells("regression")
+    assert regs and all(r.metric == H.SOURCE and r.kernel == "SplitRope" for r, _, _ in regs)
+    assert {c.step.first_bad for _, _, c in regs} == {repo.commits[4]}
+    derived = [(r, c) for r, _, c in rep.cells() if r.metric == H.DERIVED]
+    assert derived and all(c.flag == "insufficient" for _, c in derived)
+    assert all(c.why == "not measured at head" for _, c in derived)
