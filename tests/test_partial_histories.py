@@ -18,6 +18,7 @@ from pathlib import Path
 import histories as H
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ltx2k.analysis.model import Report
 from ltx2k.cli import main
@@ -114,7 +115,11 @@ def run_regress(h: H.History, repo: H.Repo, tmp: Path) -> list[tuple[Path, int]]
 
 
 def run_confirm_plan(h: H.History, repo: H.Repo, tmp: Path, report: Path) -> None:
-    """``confirm --dry-run``: the plan up to the first GPU step, for every machine."""
+    """``confirm --dry-run``, the plan up to the first GPU step, for every machine; and
+    its targets and plans: each one a flagged, measured regression cell of that machine,
+    planned across that cell's own step."""
+    from ltx2k.confirm import targets
+
     data = _strict_json(report.read_text())
     for m in h.machines:
         rc, out, err = _cli(
@@ -123,13 +128,22 @@ def run_confirm_plan(h: H.History, repo: H.Repo, tmp: Path, report: Path) -> Non
         )
         assert "Traceback" not in err, err
         assert rc in (0, 2), (m, rc, err[-2000:])
-        flagged = [r for r in data["rows"] if (r["cells"].get(m) or {}).get("flag") == "regression"]
-        for r in flagged:
-            cell = r["cells"][m]
-            assert cell["head"] is not None and cell["base"] is not None
-            if cell.get("step"):
-                # The plan names the flagged step's commits.
-                assert cell["step"]["first_bad"][:12] in out + err, (r["benchmark"], m)
+        flagged = {
+            (r["benchmark"], tuple(tuple(p) for p in r["params"])): r["cells"][m]
+            for r in data["rows"]
+            if (r["cells"].get(m) or {}).get("flag") == "regression"
+        }
+        for cell in flagged.values():
+            assert cell["head"] is not None and cell["base"] is not None, cell
+        chosen, _ = targets.read_report(report, m)
+        assert {(t.benchmark, t.params) for t in chosen} == {
+            k for k, c in flagged.items() if c.get("step")
+        }
+        for t in chosen:
+            step = flagged[(t.benchmark, t.params)]["step"]
+            plan = targets.plan(t, repo.path)
+            assert plan.commits[0] == step["last_good"] and plan.commits[-1] == step["first_bad"]
+            assert list(plan.commits[1:]) == step["range"]
 
 
 @_SLOW_OK
@@ -217,3 +231,84 @@ def test_full_run_then_cold_only_runs(repo, tmp_path):
     derived = [(r, c) for r, _, c in rep.cells() if r.metric == H.DERIVED]
     assert derived and all(c.flag == "insufficient" for _, c in derived)
     assert all(c.why == "not measured at head" for _, c in derived)
+
+
+# --- each output on its own -------------------------------------------------------------------
+
+
+def _history_with_step(repo, tmp_path) -> tuple[Path, str]:
+    t = H.template()
+    h = H.History(
+        4,
+        {"h200": tuple(H.Run(i, t.metric_names(H.SOURCE)) for i in range(4))},
+        steps=(H.Step("bench_kernels.SplitRope.time_device_cold", None, 3, 1.3),),
+        noise=0.005,
+    )
+    return H.write(h, tmp_path, repo), repo.commits[3]
+
+
+def test_a_broken_markdown_still_writes_the_json(repo, tmp_path, monkeypatch):
+    """An error inside one output (here the Markdown) is named on stderr as an internal
+    error; the JSON is still written; a regression still exits 2, else exit 4."""
+    from ltx2k.report import markdown
+
+    results, head = _history_with_step(repo, tmp_path)
+
+    def broken(report):
+        raise TypeError("a bug in the Markdown")
+
+    monkeypatch.setattr(markdown, "render_markdown", broken)
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    argv = ["regress", "--results", str(results), "--head", head, "--json", str(js)]
+    rc, out, err = _cli([*argv, "--markdown", str(md), "--last", "20", "--repo", str(repo.path)])
+    assert rc == 2
+    assert "internal error: the --markdown output was not written" in err
+    assert "a bug in the Markdown" in err and "Traceback" in err
+    assert js.is_file() and not md.exists()
+    report = Report.from_json(_strict_json(js.read_text()))
+    assert report.status == "regression"
+    # Without a regression the incompleteness is the exit status.
+    rc, out, err = _cli([*argv, "--markdown", str(md), "--baseline", head])
+    assert rc == 4, err
+    assert "the report is incomplete (exit 4)" in err
+
+
+def test_a_broken_figure_leaves_the_rest_of_the_dashboard(repo, tmp_path, monkeypatch):
+    """One figure that raises: named on stderr, left out of the page; asv's site, the
+    summary page and the other figures are published; exit 4."""
+    from ltx2k.report import plots
+
+    results, _ = _history_with_step(repo, tmp_path)
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in the roofline")
+
+    monkeypatch.setattr(plots, "roofline", broken)
+    rc, out, err = _cli(
+        ["publish", "--config", str(tmp_path / "asv.conf.json"), "--html", str(tmp_path / "html")]
+    )
+    assert rc == 4, err
+    assert "internal error: the figure summary/roofline_" in err
+    assert "a bug in the roofline" in err
+    html = tmp_path / "html"
+    assert (html / "index.html").is_file() and (html / "summary.html").is_file()
+    assert list((html / "summary").glob("history_*.png"))
+    assert not list((html / "summary").glob("roofline_*.png"))
+    assert "roofline_" not in (html / "summary.html").read_text()
+
+
+@given(
+    a=st.lists(st.floats(0.5, 2.0).map(lambda x: round(x, 2)), min_size=1, max_size=20),
+    b=st.lists(st.floats(0.5, 2.0).map(lambda x: round(x, 2)), min_size=1, max_size=20),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_rank_test_is_asvs(a, b):
+    """ltx2k's Mann-Whitney U (asv's, with a memo that is kept) gives asv's U and p,
+    ties included (values rounded to two digits make many)."""
+    from asv import _stats
+
+    from ltx2k.runner import asv_compat
+
+    _stats._mann_whitney_u_memo.clear()
+    u, p = _stats.mann_whitney_u(a, b)
+    assert asv_compat.mann_whitney_u(a, b) == (u, pytest.approx(p, rel=1e-12, abs=1e-15))

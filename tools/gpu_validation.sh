@@ -6,11 +6,12 @@
 # without its git history, so the asv steps measure a clone of a git bundle.
 #
 # Usage: OUT=/tmp/out bash tools/gpu_validation.sh [STEPS...]
-#        (default steps: info install clone tests check quick asv)
+#        (default steps: info install clone tests desk check quick asv)
 #
 # Steps:
 #   info install clone   the machine; the offline install; the clone with history (/tmp/repo)
 #   tests build check quick   GPU tests; the native extension's build; the gate; ltx2k quick
+#   desk                  the desk run, pytest --benchmark-only, every shape in one process
 #   asv asvfull nextcommit asv3   asv runs: HEAD, HEAD traced, the commit before, 3 commits
 #   noise                 a second run of one commit's device time, judged by ltx2k power
 #   inject                the branch inject-slowdown against BASE: ltx2k regress, asv continuous
@@ -32,7 +33,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ltx2k-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
-steps=${*:-"info install clone tests check quick asv"}
+steps=${*:-"info install clone tests desk check quick asv"}
 log() { echo "=== $(date +%T) $*" | tee -a "$OUT/validation.log"; }
 # Commits on the throwaway branches get one author and one date, so their shas are the
 # same every run.
@@ -47,6 +48,8 @@ for step in $steps; do
     install) bash scripts/bootstrap.sh --wheelhouse "${WHEELHOUSE:-.whl}" 2>&1 | tail -5 ;;
     tests) # shellcheck disable=SC2086 # TESTS: a list of test files, split and globbed
            timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest ${TESTS:-tests/test_gpu_bitexact.py tests/test_rope.py tests/test_adaln.py tests/test_validation.py tests/test_algorithms_and_launch_paths.py tests/test_machine.py tests/test_measure.py tests/test_native.py tests/test_native_failsafe.py tests/test_native_failsafe_gpu.py tests/test_ops.py tests/test_threads.py} -q -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15 ;;
+    desk) # pytest-benchmark over every kernel, variant and shape of the data file in one process
+          timeout "${DESK_TIMEOUT:-480}" python3 -m pytest tests/test_benchmarks.py --benchmark-only -q -p no:cacheprovider --benchmark-columns=median,iqr,rounds 2>&1 | tee "$OUT/desk.log" | tail -15 ;;
     build) # the native call path's C++ extension, built once before anything times it
            python3 -c "import time, torch; torch.cuda.init(); from ltx2k.kernels import _native; t = time.time(); m = _native.build(verbose=True); print(f'native build {time.time() - t:.1f} s; driver: {m.driver_error() or \"ok\"}')" 2>&1 | tee "$OUT/native_build.log" | tail -3 ;;
     check) ltx2k check 2>&1 | tee "$OUT/check.log" | tail -3; grep -c ' ok$' "$OUT/check.log" ;;
