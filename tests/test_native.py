@@ -158,6 +158,53 @@ def test_refuses_what_it_cannot_replay(mod):
     assert _record(mod, site, (a,), torch.empty(4, 2).t(), args=((0, 0),)) is False
 
 
+def test_a_parameter_replays_as_a_plain_tensor(mod):
+    """A block's nn.Parameter (the AdaLN table, say) is replayed under no_grad and
+    inference_mode like a plain tensor of its layout, trainable or frozen; under grad mode a
+    trainable one is declined (autograd needs the registered op), and a subclass of
+    Parameter is declined like any other subclass."""
+    site = mod.new_site("parameter", 1, False)
+    _record(mod, site, (_at_residue((4, 8)),), torch.empty(4, 8), args=((0, 0),))
+
+    class MyParameter(torch.nn.Parameter):
+        pass
+
+    trainable = torch.nn.Parameter(_at_residue((4, 8)))
+    frozen = torch.nn.Parameter(_at_residue((4, 8)), requires_grad=False)
+    assert mod.probe(site, frozen)
+    assert not mod.probe(site, trainable)  # grad mode: its output would need a grad_fn
+    with torch.no_grad():
+        assert mod.probe(site, trainable) and mod.probe(site, frozen)
+    with torch.inference_mode():
+        assert mod.probe(site, trainable) and mod.probe(site, frozen)
+        assert mod.probe(site, _at_residue((4, 8)))  # an inference tensor
+        assert not mod.probe(site, MyParameter(_at_residue((4, 8))))
+    wider = torch.nn.Parameter(_at_residue((4, 9)), requires_grad=False)
+    assert not mod.probe(site, wider)  # a Parameter's layout is keyed as a tensor's
+
+
+def test_the_python_side_lets_parameters_try_the_replay():
+    """plain2/plain3 pass Parameters to the C++ side (which decides on autograd) and
+    decline every other subclass; routed() sends a trainable Parameter under grad mode to
+    the registered op, and none under no_grad or inference_mode."""
+    from ltx2k.kernels import ops
+
+    t = torch.zeros(2, 3)
+    p = torch.nn.Parameter(torch.zeros(2, 3))
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert _native.plain2(p, t) and _native.plain3(t, p, p)
+    assert not _native.plain2(t, t.as_subclass(Sub))
+    assert not _native.plain3(p, t, t.as_subclass(Sub))
+    assert ops.routed(p, t)
+    with torch.no_grad():
+        assert not ops.routed(p, t)
+    with torch.inference_mode():
+        assert not ops.routed(p, t)
+
+
 def test_record_checks_its_arguments(mod):
     site = mod.new_site("args", 2, True)
     a, b = torch.zeros(2), torch.zeros(3)

@@ -347,8 +347,20 @@ const c10::DispatchKeySet kNotReplayable({
 // True for a plain dense tensor on the CPU or a CUDA device, whose sizes, strides and
 // data pointer can be read without throwing. CPU: the memo's tests run on CPU tensors;
 // CPU keys never match a recorded CUDA launch.
+// torch.nn.Parameter, set at import. A Parameter is a Python subclass that only marks a
+// module's tensors: it defines no __torch_function__ or __torch_dispatch__ of its own
+// (torch functions see it as a plain tensor), so its data and metadata are a plain
+// tensor's. A model's weights are Parameters; serving calls the kernels with them.
+PyTypeObject* s_parameter_type = nullptr;
+
+// A plain torch.Tensor or an nn.Parameter exactly; any other subclass decides for itself.
+inline bool plain_type(PyObject* obj) {
+  return THPVariable_CheckExact(obj) ||
+         (s_parameter_type != nullptr && Py_TYPE(obj) == s_parameter_type);
+}
+
 bool replayable(PyObject* obj) {
-  if (!THPVariable_CheckExact(obj)) return false;  // subclasses: __torch_function__ decides
+  if (!plain_type(obj)) return false;  // subclasses: __torch_function__ decides
   const at::Tensor& t = THPVariable_Unpack(obj);
   if (!t.defined()) return false;
   // Autograd: a replayed output would have no grad_fn (grad mode on), or would drop a
@@ -842,7 +854,7 @@ PyObject* inject_fault(PyObject*, PyObject* obj) {
 // physical layout, not a Python subclass's) and can be read without throwing. Storage
 // and device do not matter: a meta tensor's signature is recorded too.
 bool recordable(PyObject* obj) {
-  if (!THPVariable_CheckExact(obj)) return false;
+  if (!plain_type(obj)) return false;
   const at::Tensor& t = THPVariable_Unpack(obj);
   if (!t.defined()) return false;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
@@ -1002,5 +1014,17 @@ PyMODINIT_FUNC LTX2K_CAT(PyInit_, TORCH_EXTENSION_NAME)() {
   s_pre_run_hooks = PyUnicode_InternFromString("pre_run_hooks");
   s_device_caches = PyUnicode_InternFromString("device_caches");
   s_counts = PyUnicode_InternFromString("_counts");
+  // torch is imported (this module is built and loaded by it): Parameter's class is there.
+  PyObject* parameter_module = PyImport_ImportModule("torch.nn.parameter");
+  if (parameter_module == nullptr) return nullptr;
+  PyObject* parameter = PyObject_GetAttrString(parameter_module, "Parameter");
+  Py_DECREF(parameter_module);
+  if (parameter == nullptr) return nullptr;
+  if (!PyType_Check(parameter)) {
+    Py_DECREF(parameter);
+    PyErr_SetString(PyExc_TypeError, "torch.nn.parameter.Parameter is not a type");
+    return nullptr;
+  }
+  s_parameter_type = reinterpret_cast<PyTypeObject*>(parameter);  // kept for the process
   return PyModule_Create(&module_def);
 }

@@ -76,25 +76,35 @@ except AttributeError:  # a torch without it: the C++ side's functorch TLS check
         return None
 
 
+# The input types the replay takes: plain tensors, and nn.Parameter, which only marks a
+# module's tensors (no __torch_function__ or __torch_dispatch__ of its own), so a block's
+# weights called under no_grad or inference_mode are plain inference. The C++ side
+# (plain_type) accepts the same two types exactly; any other subclass is declined.
+PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+
+
 def plain2(a, b) -> bool:
-    """Whether a two-input call may try the replay: both plain ``torch.Tensor`` (not a
-    subclass such as FakeTensor or DTensor), not on the meta device, and no functorch
-    transform active. Cheap on purpose (~4 attribute reads); the C++ side re-checks
-    everything it relies on, and refuses grad-requiring (under grad mode) and
-    forward-AD dual tensors itself. Only the first input's device is read: a call
+    """Whether a two-input call may try the replay: both plain tensors or Parameters
+    (:data:`PLAIN_TYPES`; not a subclass such as FakeTensor or DTensor), not on the meta
+    device, and no functorch transform active. Cheap on purpose (~4 attribute reads); the
+    C++ side re-checks everything it relies on, and refuses grad-requiring (under grad
+    mode) and forward-AD dual tensors itself. Only the first input's device is read: a call
     whose inputs are on different devices fails the Python path's validation, and the C++
     side refuses meta tensors before reading any data."""
     return (
-        type(a) is _Tensor and type(b) is _Tensor and not a.is_meta and _functorch_level() is None
+        type(a) in PLAIN_TYPES
+        and type(b) in PLAIN_TYPES
+        and not a.is_meta
+        and _functorch_level() is None
     )
 
 
 def plain3(a, b, c) -> bool:
     """:func:`plain2` for three inputs."""
     return (
-        type(a) is _Tensor
-        and type(b) is _Tensor
-        and type(c) is _Tensor
+        type(a) in PLAIN_TYPES
+        and type(b) in PLAIN_TYPES
+        and type(c) in PLAIN_TYPES
         and not a.is_meta
         and _functorch_level() is None
     )
@@ -102,7 +112,9 @@ def plain3(a, b, c) -> bool:
 
 def _plain_all(tensors) -> bool:
     """:func:`plain2` for any number of tensors, every device read (the slow path's check)."""
-    return _functorch_level() is None and all(type(t) is _Tensor and not t.is_meta for t in tensors)
+    return _functorch_level() is None and all(
+        type(t) in PLAIN_TYPES and not t.is_meta for t in tensors
+    )
 
 
 class _State:
