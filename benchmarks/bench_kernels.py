@@ -12,6 +12,9 @@ Metrics per (variant, shape):
                      (launch "auto": what a caller of that variant gets)
   time_host_launch   the same for the default variant through each host launch path
                      (kernel[grid], lean, native); params (launch, shape)
+  time_host_context  the same for the default variant in each call context: "plain"
+                     tensors, and "model", as LTX-2 serving calls it (the block's
+                     nn.Parameter weights, inference mode); params (context, shape)
   track_allocations  device allocations per call (lower is better)
   track_pct_copy_bandwidth  minimum bytes / cold device time, % of this GPU's measured copy
                      bandwidth (HIGHER is better: ltx2k regress knows; asv assumes lower);
@@ -229,6 +232,22 @@ def _host_launch_setup(kernel, launch, shape):
     _prepare(kernel, "host", _VARIANTS.DEFAULT_VARIANT[kernel], shape, launch)
 
 
+# The call contexts' names: fixed here, not read from ltx2k, so that the parameter list
+# is the same at every commit (asv keys results by position); a commit without a context
+# skips it (_host_context_setup).
+_CONTEXT_NAMES = ("plain", "model")
+
+
+def _host_context_setup(kernel, context, shape):
+    try:
+        from ltx2k.workload import contexts
+    except ImportError as e:
+        raise NotImplementedError(f"no call contexts at this commit: {e}") from e
+    if context not in contexts.CONTEXTS:
+        raise NotImplementedError(f"no call context {context!r} at this commit")
+    _prepare(kernel, "host", _VARIANTS.DEFAULT_VARIANT[kernel], shape, context=context)
+
+
 class _State:
     timed = None
     cell = None  # (metric, kernel, variant, shape label) that `timed` measures
@@ -278,7 +297,7 @@ def _skip_warm_beyond_l2(kernel, shape) -> None:
         )
 
 
-def _prepare(kernel, metric, variant, shape, launch=None):
+def _prepare(kernel, metric, variant, shape, launch=None, context=None):
     _State.timed = _State.cell = None
     try:
         from ltx2k.measure import suite
@@ -290,7 +309,11 @@ def _prepare(kernel, metric, variant, shape, launch=None):
     if metric == "device_warm":
         _skip_warm_beyond_l2(kernel, _shape(kernel, shape))
     t0 = time.perf_counter()
-    if launch is None:
+    if context is not None:
+        _State.timed = suite.prepare(
+            kernel, variant, _shape(kernel, shape), metric, context=context
+        )
+    elif launch is None:
         _State.timed = suite.prepare(kernel, variant, _shape(kernel, shape), metric)
     else:
         try:
@@ -465,6 +488,9 @@ def _suite(kernel: str, class_name: str):
         def time_host_launch(self, launch, shape):
             _State.timed.run()
 
+        def time_host_context(self, context, shape):
+            _State.timed.run()
+
         def time_kernel(self, variant, shape):
             _State.timed.run()
 
@@ -542,6 +568,14 @@ def _suite(kernel: str, class_name: str):
         ]
         time_host_launch.param_names = ["launch", "shape"]
         time_host_launch.setup = functools.partial(_host_launch_setup, kernel)
+        # The default algorithm in each call context: plain tensors, and as the model
+        # calls it (its weights an nn.Parameter, inference mode; ltx2k/workload/contexts.py).
+        time_host_context.params = [
+            list(_CONTEXT_NAMES),
+            [s.label for s in _metric_shapes(kernel, "host_context", shape_list)],
+        ]
+        time_host_context.param_names = ["context", "shape"]
+        time_host_context.setup = functools.partial(_host_context_setup, kernel)
         track_allocations.setup_cache = _count_allocations
         track_allocations.setup = functools.partial(_counted_setup, kernel)
         track_allocations.unit = "allocations"

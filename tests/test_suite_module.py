@@ -516,6 +516,7 @@ VERSIONS = {
     "time_device_warm": "7c96f2bb69c88d91",
     "time_host_latency": "f0a57381cd286b85",
     "time_host_launch": "e151854df8f30a23",
+    "time_host_context": "688b434627f5e05b",
     "time_kernel": "623a28fc747030a9",
     "track_allocations": "c83aa27d7abe5bb2",
     "track_host_calibrated": "0a48f240bd1c4ac7",

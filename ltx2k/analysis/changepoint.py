@@ -129,6 +129,8 @@ _SHORT_FLAG_SHARE = 0.2
 # ``ltx2k confirm`` (an interleaved re-measurement of the two commits) as the
 # next step, instead of a flag that the next run may undo.
 SUSPECT_ALPHA = 0.02
+SPLIT_NOISE = True
+COND_NULL = True
 
 
 @dataclass(frozen=True)
@@ -338,14 +340,58 @@ def _combine(
         return own
     if own is None:
         return prior.sigma
-    lo, hi = _own_band(n_runs)
-    if not lo * prior.sigma <= own <= hi * prior.sigma:
+    if _apart(own, n_runs, prior.sigma):
         return own
-    w = _own_weight(n_runs, spread)
-    if w is not None and own > prior.sigma:
-        return math.exp(w * math.log(own) + (1.0 - w) * math.log(prior.sigma))
+    return float(_combine_at(np.asarray(own), n_runs, prior.sigma, spread))
+
+
+def _apart(own, n_runs: int, prior_sigma: float):
+    """Whether a series' own noise estimate lies outside the band the prior predicts."""
+    lo, hi = _own_band(n_runs)
+    return (own < lo * prior_sigma) | (own > hi * prior_sigma)
+
+
+def _combine_at(est: np.ndarray, n_runs: int, prior_sigma: float, spread: float):
+    """The prior combined with noise estimates ``est`` of a series like the pool's others.
+
+    One function for the real series and its simulated null (prior 1), so the two
+    cannot drift apart.
+    """
     dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
-    return math.sqrt((PRIOR_WEIGHT * prior.sigma**2 + dof * own**2) / (PRIOR_WEIGHT + dof))
+    pooled = np.sqrt((PRIOR_WEIGHT * prior_sigma**2 + dof * est**2) / (PRIOR_WEIGHT + dof))
+    w = _own_weight(n_runs, spread)
+    if w is not None:
+        geo = np.exp(w * np.log(np.maximum(est, 1e-300)) + (1.0 - w) * math.log(prior_sigma))
+        pooled = np.where(est > prior_sigma, geo, pooled)
+    return pooled
+
+
+def _split_noise(seg: np.ndarray, ks: np.ndarray, own) -> np.ndarray:
+    """The series' own noise as judged at each split k of a segment (positions into it).
+
+    The trimmed differences (``own``) are robust to other steps and odd runs, but
+    are worth only about half of the runs' information: with 21 runs the estimate
+    varies like a standard deviation of ~10 degrees of freedom, so at a small
+    alpha the scan needs a far larger statistic than with the noise known. When
+    the split is the only change in the segment, the spread of each side about its
+    own mean (the two-sample t-test's) uses every run. The smaller of the two is
+    used: the fit's where the segment holds one change, the differences' where
+    another step or an odd run inflates the fit's. The null takes the same
+    minimum, so the smaller estimate is paid for in its calibration.
+    """
+    m = seg.shape[-1]
+    x = seg - seg.mean(axis=-1, keepdims=True)
+    c1 = np.cumsum(x, axis=-1)
+    c2 = np.cumsum(x * x, axis=-1)
+    s1, s2 = c1[..., ks - 1], c2[..., ks - 1]
+    r1, r2 = c1[..., -1:] - s1, c2[..., -1:] - s2
+    ss = (s2 - s1 * s1 / ks) + (r2 - r1 * r1 / (m - ks))
+    fit = np.sqrt(np.maximum(ss, 0.0) / max(m - 2, 1))
+    return (
+        np.minimum(fit, np.asarray(own)[..., None])
+        if SPLIT_NOISE
+        else np.broadcast_to(np.asarray(own)[..., None], fit.shape)
+    )
 
 
 # --- the scan statistic and its null distribution -------------------------------------------
@@ -397,17 +443,6 @@ def _null_max(
     # Medians no more precise than their own samples say: noise at least the floor.
     z = rng.standard_normal((_NULL_DRAWS, n)) * np.maximum(scale, floor_ratio)
     own = _trimmed_rms(np.diff(z, axis=1)) * _consistency(n - 1)
-    if prior:
-        dof = _ESTIMATOR_EFFICIENCY * (n - 1)
-        pooled = np.sqrt((PRIOR_WEIGHT + dof * own**2) / (PRIOR_WEIGHT + dof))
-        w = _own_weight(n, spread)
-        if w is not None:
-            pooled = np.where(own > 1.0, np.exp(w * np.log(np.maximum(own, 1e-300))), pooled)
-        lo, hi = _own_band(n)
-        sigma = np.where((own < lo) | (own > hi), own, pooled)
-    else:
-        sigma = own
-    sigma = np.maximum(sigma, floor_ratio)
     seg = z[:, n - m :] if head_end else z[:, :m]
     min_after = 1 if head_end else 2
     ks = np.arange(_min_before(n, m, head_end), m - min_after + 1)
@@ -415,11 +450,18 @@ def _null_max(
         ks = ks[ks >= m - recent]
     if len(ks) == 0:
         return np.zeros(1)
+    est = _split_noise(seg, ks, own)
+    if prior:
+        apart = _apart(own, n, 1.0)[:, None]
+        sigma = np.where(apart, est, _combine_at(est, n, 1.0, spread))
+    else:
+        sigma = est
+    sigma = np.maximum(sigma, floor_ratio)
     c = np.cumsum(seg, axis=1)
     left = c[:, ks - 1] / ks
     right = (c[:, -1:] - c[:, ks - 1]) / (m - ks)
     t = np.abs(right - left) / np.sqrt(1.0 / ks + 1.0 / (m - ks))
-    stat = t.max(axis=1) / np.maximum(sigma, 1e-12)
+    stat = (t / np.maximum(sigma, 1e-12)).max(axis=1)
     return np.sort(stat)
 
 
@@ -528,10 +570,14 @@ def detect(
         return Detection((), (), noise)
 
     use_prior = prior is not None and log_scale and prior.sigma > 0
+    # A series judged on its own noise alone is calibrated as one without a prior.
+    combined = use_prior and own is not None and not (COND_NULL and _apart(own, n, prior.sigma))
+    if not combined:
+        spread = 0.0
     eff = max(sigma, within or 0.0)
     exact = eff == 0.0  # e.g. allocation counts: any change of level is real
     floor_ratio = 0.0
-    if use_prior and within:
+    if combined and within:
         # Quantised so that the calibration cache is shared by similar series.
         floor_ratio = round(within / prior.sigma, 1)
 
@@ -547,6 +593,13 @@ def detect(
         if n < _MIN_RUNS:
             return Detection((), (), noise)
 
+    def split_eff(yy: np.ndarray, lo: int, hi: int, ks: np.ndarray) -> np.ndarray:
+        est = _split_noise(yy[lo:hi], ks - lo, own)
+        if combined and not _apart(own, n_all, prior.sigma):
+            est = _combine_at(est, n_all, prior.sigma, spread)
+        return np.maximum(np.maximum(est, within or 0.0), 1e-12 * (eff or 1.0))
+
+    n_all = n
     splits: list[tuple[int, float]] = []  # (split position into vals, p)
 
     def segment(lo: int, hi: int) -> None:
@@ -562,12 +615,12 @@ def detect(
             j = int(np.argmax(np.abs(t)))
             k, p = int(ks[j]), 0.0
         else:
-            stat = np.abs(t) / eff
+            stat = np.abs(t) / split_eff(y, lo, hi, ks)
             m = hi - lo
             # max|T| / sigma does not depend on the noise's scale, so the simulated
             # series (unit noise, the prior exact) calibrate it directly.
             j = int(np.argmax(stat))
-            p = _p_value(float(stat[j]), n, m, head_end, use_prior, floor_ratio, 0, spread)
+            p = _p_value(float(stat[j]), n, m, head_end, combined, floor_ratio, 0, spread)
             p *= 1.0 / _WHOLE_SHARE if head_end else 1.0
             if p >= alpha and head_end:
                 # The newest splits alone: fewer candidates, a lower bar, more power
@@ -576,7 +629,7 @@ def detect(
                 if near.any():
                     j = int(np.flatnonzero(near)[np.argmax(stat[near])])
                     p = _p_value(
-                        float(stat[j]), n, m, head_end, use_prior, floor_ratio, RECENT, spread
+                        float(stat[j]), n, m, head_end, combined, floor_ratio, RECENT, spread
                     )
                     p *= 1.0 / (1.0 - _WHOLE_SHARE)
             k = int(ks[j])
@@ -624,12 +677,12 @@ def detect(
         )
     reported = tuple(c for c in changes if not (c.significant_only or c.suspected))
     candidates: list[Step | None] = [c for c in changes if c.suspected and not c.significant_only]
-    null = (use_prior, floor_ratio, spread)
+    null = (combined, floor_ratio, spread)
     if not exact and not (splits and splits[-1][0] == n - 1):
-        candidates.append(_suspect(y, bounds[-2], eff, log_scale, min_effect, idx, n, null))
+        candidates.append(_suspect(y, bounds[-2], split_eff, log_scale, min_effect, idx, n, null))
     if not exact and not splits and _min_before(n, n, True) == 1:
         # Time-reversed, the first run's split is HEAD's: the same null distribution.
-        first = _suspect(y[::-1], 0, eff, log_scale, min_effect, idx[::-1], n, null)
+        first = _suspect(y[::-1], 0, split_eff, log_scale, min_effect, idx[::-1], n, null)
         if first is not None:
             candidates.append(
                 replace(
@@ -648,7 +701,7 @@ def detect(
     return Detection(reported, tuple(changes), noise, suspect)
 
 
-def _suspect(y, lo: int, eff: float, log_scale: bool, min_effect: float, idx, n, null):
+def _suspect(y, lo: int, split_eff, log_scale: bool, min_effect: float, idx, n, null):
     """HEAD's one run against the level of the segment before it, at SUSPECT_ALPHA.
 
     Only the split before HEAD is tested, so its null distribution is that
@@ -658,6 +711,7 @@ def _suspect(y, lo: int, eff: float, log_scale: bool, min_effect: float, idx, n,
     if len(before) < 2:
         return None
     diff = float(y[-1] - before.mean())
+    eff = float(split_eff(y, lo, n, np.array([n - 1]))[0])
     se = eff * math.sqrt(1.0 / len(before) + 1.0)
     # The scan's statistic (|T| / sigma) at the one split, calibrated like the scan.
     p = _p_value(abs(diff) / se, n, n - lo, True, null[0], null[1], 1, null[2])

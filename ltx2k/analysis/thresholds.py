@@ -25,6 +25,8 @@ Defaults, and why:
   pair. 2.2 is above every ratio measured: a flag means a gross change (the
   separate/slab AdaLN difference is 2.65x). Lower it for a tighter runner,
   after measuring one (``ltx2k power --benchmarks '*.time_host_latency'``).
+- ``*.time_host_context``: 2.2, as ``time_host_latency``: the same clock in another call
+  context, a property of the benchmark process as much.
 - ``*.track_host_calibrated``: 1.15. Host latency in units of a reference call
   timed in the same process, median of several processes: on the H200 the
   largest ratio between two runs of no-op commits was 1.14 (docs/history.md,
@@ -78,6 +80,7 @@ DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.03),
     ("*.time_kernel", 1.03),
     ("*.time_host_latency", 2.2),
+    ("*.time_host_context", 2.2),
     ("*.track_host_calibrated", 1.15),
     ("*.track_allocations", 1.0),
     ("*.track_pct_copy_bandwidth", 1.05),
@@ -88,6 +91,7 @@ DEFAULT_STEPS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.02),
     ("*.time_kernel", 1.02),
     ("*.time_host_latency", 1.10),
+    ("*.time_host_context", 1.10),
     ("*.track_host_calibrated", 1.05),
     ("*.track_allocations", 1.0),
     ("*", 1.02),

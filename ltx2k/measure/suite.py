@@ -18,7 +18,7 @@ from typing import Any
 from ltx2k import runtime
 from ltx2k.measure import allocations as _alloc
 from ltx2k.measure import bandwidth, device_time, forked, gate, host, kernel_time
-from ltx2k.workload import cases
+from ltx2k.workload import cases, contexts
 
 METRICS = ("device_cold", "device_warm", "host", "kernel")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
@@ -85,24 +85,37 @@ def device_launch(variant: str) -> str:
     return "auto" if variant in cases.PEERS else "triton"
 
 
-def prepare(kernel: str, variant: str, shape, metric: str, launch: str | None = None) -> Timed:
-    """*launch*: the host path; by default ``device_launch`` for device metrics, else "auto"."""
+def prepare(
+    kernel: str,
+    variant: str,
+    shape,
+    metric: str,
+    launch: str | None = None,
+    context: str = "plain",
+) -> Timed:
+    """*launch*: the host path; by default ``device_launch`` for device metrics, else "auto".
+    *context*: the host clock's call context (:mod:`ltx2k.workload.contexts`)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    contexts.get(context)
+    if context != "plain" and metric != "host":
+        raise ValueError(f"context={context!r} applies to the host metric only, not {metric!r}")
     if launch is None:
         launch = "auto" if metric == "host" else device_launch(variant)
-    key = (metric, kernel, variant, launch, shape.label)
+    key = (metric, kernel, variant, launch, shape.label, context)
     if key in _CACHE:
         return _CACHE[key]
     fn = _gated_fn(kernel, variant, shape, launch)
     on_gpu = _on_gpu()
     if metric == "host":
-        args = _args(kernel, shape)
+        args = contexts.arguments(kernel, _args(kernel, shape), context)
         n = HOST_BATCH_GPU if on_gpu else 1
 
         def batch() -> None:
-            for _ in range(n):
-                fn(*args)
+            # The context is entered once per batch, as a serving loop enters it once.
+            with contexts.entered(context):
+                for _ in range(n):
+                    fn(*args)
 
         batch()  # warm-up: these tensors' first calls (asv takes no warm-up of its own)
         timed = Timed(run=batch, timer=_ScaledHostClock(on_gpu, n))

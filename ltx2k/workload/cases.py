@@ -116,6 +116,10 @@ class KernelSpec:
     reference: Callable[..., Any]
     triton_module: str  # module with ACCEPTED_VARIANTS and the public function
     public_fn: str
+    # The arguments (by position) that are a block's nn.Parameter in LTX-2, where the
+    # model calls the kernel with its own weights: AdaLN's scale_shift_table. The call
+    # context "model" (ltx2k/workload/contexts.py) passes them so.
+    weights: tuple[int, ...] = ()
 
 
 KERNELS: dict[str, KernelSpec] = {
@@ -142,6 +146,7 @@ KERNELS: dict[str, KernelSpec] = {
         reference.ada_values9_reference,
         "ltx2k.kernels.adaln",
         "ltx2_ada_values9",
+        weights=(0,),
     ),
 }
 

@@ -30,6 +30,7 @@ METRICS: dict[str, Metric] = {
         Metric("time_kernel", "seconds", "kernel duration"),
         Metric("time_host_latency", "seconds", "host latency"),
         Metric("time_host_launch", "seconds", "host latency per launch path"),
+        Metric("time_host_context", "seconds", "host latency per call context"),
         Metric("track_host_calibrated", "torch.add calls", "host latency, calibrated"),
         Metric("track_allocations", "allocations", "allocations"),
         # Minimum bytes / the cold time's median, as % of the runner's copy bandwidth.

@@ -46,7 +46,18 @@ SOURCE_KINDS = ("hand-picked", "recorded", "model config")
 #                    allocations per call: the shapes from before this list was data; a
 #                    production shape added for its cold-L2 device time (and % of copy
 #                    bandwidth, derived from it) costs the suite no process for these
-OPT_IN_METRICS = ("host_calibrated", "kernel", "device_warm", "host", "host_launch", "allocations")
+#   host_context     host latency of the default variant in each call context
+#                    (ltx2k/workload/contexts.py): decode shapes, where the host path is
+#                    the call's cost
+OPT_IN_METRICS = (
+    "host_calibrated",
+    "kernel",
+    "device_warm",
+    "host",
+    "host_launch",
+    "allocations",
+    "host_context",
+)
 # What every shape of a list is timed for: cold-L2 device time, and % of copy bandwidth
 # derived from it.
 EVERY_SHAPE_METRICS = ("device_cold", "pct_copy_bandwidth")
