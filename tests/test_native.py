@@ -19,7 +19,9 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -557,3 +559,49 @@ def test_gpu_side_stream_and_native_module_is_on():
     for out in outs:
         assert cases.outputs_equal(out, reference.split_rotary_reference(x, cos, sin))
     assert rope._SITES["blocked"].stats()[1] == 2
+
+
+# Each context a serving process calls the kernels in, and the path it takes on the GPU:
+# "replay" (the native path), "python" (the Python launch), "op" (the registered op).
+_CONTEXT_PATHS = {
+    "plain": "replay",
+    "Parameter, trainable, no_grad": "replay",
+    "Parameter, trainable, inference_mode": "replay",
+    "Parameter, frozen, grad mode on": "replay",
+    "inference tensors, inference_mode": "replay",
+    "non-default stream": "replay",
+    # a TorchFunctionMode: the C++ side declines every mode; the Python launch allocates on
+    # the inputs' device, so the result is the same
+    "torch.device('cuda') context": "python",
+    "autocast bf16": "replay",  # no op of the call is on autocast's lists
+    "Parameter, trainable, grad mode on (autograd)": "op",
+}
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["split_rope", "ada_values9"])
+def test_gpu_every_call_context_takes_its_path_and_gives_the_plain_bits(kernel):
+    """The contexts of tools/call_context_latency.py, through the public function: the
+    model's nn.Parameter under no_grad or inference_mode replays as a plain tensor does,
+    autograd goes to the registered op, and every context gives the plain call's bits,
+    under torch.cuda.graph capture too."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tools import call_context_latency as ccl
+
+    spec = cases.KERNELS[kernel]
+    fn = getattr(importlib.import_module(spec.triton_module), spec.public_fn)
+    shape = spec.gpu_shapes[0] if kernel == "ada_values9" else shapes.RopeShape(4, 25, 32, 64)
+    args = spec.make_inputs(shape, "cuda", seed=5)
+    expect = fn(*args)
+    fn(*args)  # recorded: the next call with this layout replays
+    seen = {}
+    for name, ctx_args, enter in ccl.contexts(args, (0,)):
+        seen[name] = ccl._path(fn, ctx_args, enter)
+        with enter():
+            assert ccl._same(fn(*ctx_args), expect), name
+    assert seen == _CONTEXT_PATHS
+    path, same = ccl.graph_capture(fn, args)
+    assert same and path == "replay"
