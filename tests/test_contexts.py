@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DEVICE
 
 from ltx2k.measure import suite
 from ltx2k.workload import cases, contexts, variants
@@ -64,7 +65,7 @@ def test_the_model_context_gives_the_same_bits_as_plain(kernel):
 
     spec = cases.KERNELS[kernel]
     fn = getattr(importlib.import_module(spec.triton_module), spec.public_fn)
-    args = spec.make_inputs(spec.cpu_shapes[0], "cpu", exact=True)
+    args = spec.make_inputs(spec.cpu_shapes[0], DEVICE, exact=True)
     plain = fn(*args, variant=variants.DEFAULT_VARIANT[kernel])
     with contexts.entered("model"):
         model = fn(

@@ -118,10 +118,52 @@ def _path(fn, args, enter) -> str:
     before = _hits()
     with enter():
         out = fn(*args)
-    if _hits() > before:
-        return "replay"
     first = out[0] if isinstance(out, (tuple, list)) else out
-    return "op" if first.grad_fn is not None else "python"
+    if first.grad_fn is not None:  # the registered op (whose own launch may replay)
+        return "op"
+    return "replay" if _hits() > before else "python"
+
+
+def ab_rows(kernel, label, fn, base_args, weights, rounds: int) -> list[dict]:
+    """Each model context against plain, side by side: per round one batch of each, in an
+    order rotated every round; the ratio of each round's pair, median and quartiles."""
+    chosen = (
+        "plain",
+        "Parameter, trainable, no_grad",
+        "Parameter, trainable, inference_mode",
+        "Parameter, frozen, grad mode on",
+        "inference tensors, inference_mode",
+    )
+    ctxs = [c for c in contexts(base_args, weights) if c[0] in chosen]
+    per = {name: [] for name, _, _ in ctxs}
+    for r in range(rounds + 1):  # round 0 warms up
+        order = ctxs[r % len(ctxs) :] + ctxs[: r % len(ctxs)]
+        for name, args, enter in order:
+            with enter():
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(CALLS):
+                    fn(*args)
+                torch.cuda.synchronize()
+                if r:
+                    per[name].append((time.perf_counter() - t0) / CALLS * 1e6)
+    out = []
+    for name, _, _ in ctxs:
+        ratios = sorted(a / b for a, b in zip(per[name], per["plain"], strict=True))
+        q = statistics.quantiles(ratios, n=4)
+        out.append(
+            {
+                "kernel": kernel,
+                "shape": label,
+                "context": name,
+                "us": statistics.median(per[name]),
+                "ratio": statistics.median(ratios),
+                "q25": q[0],
+                "q75": q[2],
+                "rounds": rounds,
+            }
+        )
+    return out
 
 
 def _same(a, b) -> bool:
@@ -179,6 +221,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--label", default="", help="a name for this checkout in the output")
+    ap.add_argument(
+        "--ab",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="instead: each model context against plain, ROUNDS interleaved rounds",
+    )
     args_ns = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("call_context_latency: needs a CUDA GPU", file=sys.stderr)
@@ -212,6 +261,32 @@ def main(argv=None) -> int:
             {"eager": reference.split_rotary_reference},
         ),
     )
+    if args_ns.ab:
+        rows = [
+            row
+            for kernel, fn, weights, cells, _ in kernels
+            for label, base_args in cells
+            for row in ab_rows(kernel, label, fn, base_args, weights, args_ns.ab)
+        ]
+        print(
+            f"# {args_ns.label} {torch.cuda.get_device_name()}: each context / plain, "
+            f"{args_ns.ab} interleaved rounds of {CALLS} calls"
+        )
+        print("| kernel | shape | context | µs/call | / plain (median) | quartiles |")
+        print("|---|---|---|---:|---:|---|")
+        for r in rows:
+            print(
+                f"| {r['kernel']} | {r['shape']} | {r['context']} | {r['us']:.1f} | "
+                f"{r['ratio']:.3f} | {r['q25']:.3f}-{r['q75']:.3f} |"
+            )
+        if args_ns.json:
+            with open(args_ns.json, "w") as f:
+                json.dump(
+                    {"label": args_ns.label, "gpu": torch.cuda.get_device_name(), "rows": rows},
+                    f,
+                    indent=1,
+                )
+        return 0
     for kernel, fn, weights, cells, peers in kernels:
         for label, base_args in cells:
             expect = fn(*base_args)
