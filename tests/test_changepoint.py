@@ -488,6 +488,86 @@ def test_p_value_is_monotone_in_the_statistic(n, m, head_end, prior, recent):
     assert p[0] > p[len(p) // 3] > p[-1]
 
 
+# --- the noise at each split ---------------------------------------------------------------
+
+
+def test_split_noise_is_the_t_tests_where_both_sides_hold_two_runs():
+    y = np.random.default_rng(90).normal(0.0, 1.0, 21)
+    y[-2:] += 4.0
+    ks = np.arange(1, 21)
+    own = 10.0  # far above the fit: the fit is the smaller wherever there is one
+    got = cp._split_noise(y, ks, own)
+    for k, g in zip(ks, got, strict=True):
+        a, b = y[:k], y[k:]
+        if min(len(a), len(b)) < 2:
+            # A side of one run has no spread of its own: the differences' estimate.
+            assert g == own
+        else:
+            ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
+            assert g == pytest.approx(math.sqrt(ss / (len(y) - 2)), rel=1e-9)
+    # The smaller of the two: a lower estimate from the differences stands.
+    assert np.all(cp._split_noise(y, ks, 0.1) == 0.1)
+
+
+def _flagged_recently(res, n: int) -> bool:
+    """ltx2k regress's rule: the latest reported step is one of the last RECENT runs."""
+    return res.latest is not None and res.latest.index >= n - cp.RECENT
+
+
+@pytest.mark.parametrize("prior", [None, NoisePrior(0.005, 20)])
+def test_step_one_commit_before_head_is_flagged_with_estimated_noise(prior):
+    """+12% on 2.5% noise (4.5 noise widths), first bad run HEAD-1, 21 runs, alpha 0.002.
+
+    With the noise known the recent splits need |T| >= 3.44 and the step's T is 6.1:
+    99.8% found. Estimated from 21 runs they cannot all be: the t-test at the true
+    split alone finds 98.5%. The trimmed differences alone (~10 degrees of freedom
+    of 20) found 248 of these 300 (264 with the quiet prior); each split's own noise
+    finds 276. A quiet pool's prior does not help a noisy cell: it is judged on its
+    own noise, as without a prior.
+    """
+    n, trials = 21, 300
+    found = 0
+    for seed in range(trials):
+        v = stepped(n, n - 2, 1.12, 9000 + seed, sigma=0.025)
+        found += _flagged_recently(detect(v, prior=prior, min_effect=0.03, alpha=0.002), n)
+    assert found >= 0.9 * trials, found
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_unchanged_series_are_rarely_flagged_in_the_recent_window(pooled):
+    # 6, 12 and 21 runs at 0.5%, 2.5% and 5% noise, without a prior and with their pool's.
+    alpha, per_cell = 0.002, 150
+    flagged = trials = 0
+    for c, (n, sigma) in enumerate((n, s) for n in (6, 12, 21) for s in (0.005, 0.025, 0.05)):
+        pool = [list(noisy(n, 60_000 + 100 * c + i, sigma)) for i in range(20)]
+        prior = pooled_noise(pool) if pooled else None
+        for i in range(per_cell):
+            v = list(noisy(n, 70_000 + 1000 * c + i, sigma))
+            flagged += _flagged_recently(detect(v, prior=prior, min_effect=0.0, alpha=alpha), n)
+            trials += 1
+    # At most alpha per series, with three binomial standard deviations for 1350 trials.
+    assert flagged <= alpha * trials + 3 * math.sqrt(alpha * trials), flagged
+
+
+def test_series_apart_from_its_pool_is_calibrated_as_without_a_prior():
+    """A cell far noisier than its pool is judged on its own noise, and so is its p-value.
+
+    The null with the prior is mostly series whose noise the prior pins down: against
+    it a cell judged on its own few runs was flagged 2-3 times as often as alpha.
+    """
+    quiet = NoisePrior(0.005, 20)
+    changed = 0
+    for seed in range(20):
+        v = stepped(N, N - 3, 1.06, 9500 + seed, sigma=0.025)
+        with_prior, alone = detect(v, prior=quiet, min_effect=0.0), detect(v, min_effect=0.0)
+        assert with_prior.noise.sigma == with_prior.noise.own
+        assert [(c.index, c.p_value) for c in with_prior.changes] == [
+            (c.index, c.p_value) for c in alone.changes
+        ]
+        changed += bool(alone.changes)
+    assert changed >= 5  # the comparison is not only of empty results
+
+
 # --- input validation -------------------------------------------------------------------------
 
 
