@@ -9,6 +9,7 @@
 #   LTX2K_NO_SYSTEM_PACKAGES=1   never apt-get install chromium (the browser test
 #                                then skips, or fails where CI=true)
 #   LTX2K_NO_BROWSER=1           skip the browser set-up altogether
+#   LTX2K_TEST_WORKERS=N         pytest worker processes (default 2; 0: one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -50,7 +51,12 @@ step "asv check"
 "$PY" -m asv check --python=same
 step "pytest (the longest step; --durations=10 lists the slowest tests at the end)"
 # --benchmark-disable: the pytest-benchmark cases run once, as tests.
-"$PY" -m pytest -q -p no:cacheprovider --benchmark-disable --durations=10 "$@"
+# Two worker processes (pytest-xdist; LTX2K_TEST_WORKERS to change, 0 for none), each
+# running whole files (--dist loadfile), so a module's fixtures stay in one process.
+workers=${LTX2K_TEST_WORKERS:-2}
+xdist=()
+((workers > 0)) && xdist=(-n "$workers" --dist loadfile)
+"$PY" -m pytest -q -p no:cacheprovider --benchmark-disable --durations=10 "${xdist[@]}" "$@"
 done_step
 current=""
 echo "=== test.sh: all passed in $((SECONDS - start)) s" >&2

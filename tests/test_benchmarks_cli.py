@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# A pytest run inside an xdist worker: pytest-benchmark reads the worker's variables as
+# "xdist is on" and disables itself, so the child gets an environment without them.
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
 
 
 @pytest.mark.slow
@@ -29,7 +33,12 @@ def test_autosave_then_compare(tmp_path):
         "eager",
     ]
     first = subprocess.run(
-        [*base, "--benchmark-autosave"], capture_output=True, text=True, cwd=ROOT, timeout=600
+        [*base, "--benchmark-autosave"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=ENV,
     )
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     saved = list(store.rglob("*.json"))
@@ -47,6 +56,7 @@ def test_autosave_then_compare(tmp_path):
         text=True,
         cwd=ROOT,
         timeout=600,
+        env=ENV,
     )
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     assert "0001" in second.stdout  # the autosaved run is the comparison baseline

@@ -81,8 +81,14 @@ def check_report(report: dict, markdown: str, rc: int) -> None:
     # No None / nan / inf where a number is shown.
     bad = _BAD_WORDS.search(markdown)
     assert bad is None, markdown[max(bad.start() - 200, 0) : bad.end() + 100]
+    keys = {(r.benchmark, r.params) for r in rep.rows}
     for row in rep.rows:
         derived = metrics.METRICS.get(row.metric)
+        source = (
+            (f"{row.benchmark.rpartition('.')[0]}.{derived.derived_from}", row.params)
+            if derived is not None and derived.derived_from
+            else None
+        )
         for m, c in row.cells.items():
             text = format_cell(c)
             assert "vs 0" not in text or c.base == 0, (row.benchmark, m, c)
@@ -90,7 +96,8 @@ def check_report(report: dict, markdown: str, rc: int) -> None:
                 # A judged cell has its own numbers: a head, a base and a ratio or a 0 base.
                 assert c.head is not None and c.base is not None, (row.benchmark, m, c)
                 assert c.ratio is not None or c.base == 0, (row.benchmark, m, c)
-                if derived is not None and derived.derived_from:
+                if source is not None and source in keys:
+                    # one verdict per measurement: the source's, never one of its own
                     assert c.verdict_of, (row.benchmark, m, c)
             for x in (c.ratio, c.head, c.base, c.p_value, c.noise):
                 assert x is None or math.isfinite(x), (row.benchmark, m, c)
