@@ -17,7 +17,7 @@ from conftest import DEVICE
 import ltx2k
 from ltx2k.kernels.adaln import ltx2_ada_values9
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
-from ltx2k.workload import cases, record, shapes
+from ltx2k.workload import cases, contexts, record, shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 ROPE = shapes.RopeShape(1, 3, 2, 16)
@@ -168,14 +168,55 @@ def test_a_call_that_cannot_be_recorded_still_runs(counter, tmp_path):
     assert _calls(path) == {("split_rope", "token_major"): 1}
 
 
-def test_meta_tensors_are_recorded_and_compiled_traces_are_not(counter, tmp_path, monkeypatch):
+def test_meta_tensors_are_recorded_and_compiled_traces_apart(counter, tmp_path, monkeypatch):
+    """While dynamo traces the public function nothing is counted there; the op's fake
+    implementation counts the trace once, with "compiling", apart from the eager calls."""
     path = tmp_path / "calls.json"
     meta = [t.to("meta") for t in _rope_args(True)]
     with ltx2k.record_shapes(path):
         record.note("split_rope", *meta)
         monkeypatch.setattr(record, "_is_compiling", lambda: True)  # as under torch.compile
         record.note("split_rope", *meta)
-    assert _calls(path) == {("split_rope", "token_major"): 1}
+        record.note_traced("split_rope", *meta)
+    sigs = record.read(path)["signatures"]
+    assert sorted((s["context"]["compiling"], s["calls"]) for s in sigs) == [(False, 1), (True, 1)]
+    assert _calls(path) == {("split_rope", "token_major"): 2}
+
+
+def test_each_signature_carries_its_call_context(counter, tmp_path):
+    """The model's call (AdaLN's table its nn.Parameter, inference mode) and a plain one are
+    two signatures, each with its context; the Parameter is seen as such by either counter."""
+    path = tmp_path / "calls.json"
+    table, ts = cases.ada_inputs(shapes.AdaShape(1, 2, 64, "bf16"), DEVICE, seed=3)
+    weight = torch.nn.Parameter(table)
+    with ltx2k.record_shapes(path):
+        ltx2_ada_values9(table, ts)
+        with torch.inference_mode():
+            for _ in range(3):
+                ltx2_ada_values9(weight, ts)
+        with torch.no_grad():
+            ltx2_ada_values9(weight, ts)
+    sigs = record.read(path)["signatures"]
+    assert len(sigs) == 3
+    got = sorted(
+        (
+            s["calls"],
+            s["context"]["grad_mode"],
+            s["context"]["inference_mode"],
+            s["context"]["tensors"]["scale_shift_table"]["parameter"],
+            s["context"]["tensors"]["scale_shift_table"]["requires_grad"],
+            s["context"]["tensors"]["timestep"]["parameter"],
+            s["context"]["graph_capture"] or s["context"]["compiling"],
+        )
+        for s in sigs
+    )
+    assert got == [
+        (1, False, False, True, True, False, False),  # no_grad
+        (1, True, False, False, False, False, False),  # plain
+        (3, False, True, True, True, False, False),  # inference mode
+    ]
+    names = sorted(contexts.name_of("ada_values9", s["context"]) for s in sigs)
+    assert names == ["model", "model", "plain"]
 
 
 @pytest.mark.parametrize(
@@ -214,7 +255,7 @@ def test_a_read_only_directory_is_an_error_at_entry(tmp_path):
 def test_a_file_broken_meanwhile_is_kept_and_the_counts_too(tmp_path):
     path = tmp_path / "calls.json"
     recording = record.Recording(path)
-    key = ("split_rope", *[(t.shape, t.stride(), t.dtype, 0) for t in _rope_args(True)])
+    key = ("split_rope", 1, *[(t.shape, t.stride(), t.dtype, 0) for t in _rope_args(True)])
     record._COUNTER.add((recording,), key, 1)
     path.write_text("not mine")
     with pytest.raises(ValueError, match="not a shape record"):
@@ -337,11 +378,12 @@ def test_the_native_key_decodes_to_the_python_key(tmp_path, monkeypatch):
     monkeypatch.setattr(record, "_COUNTER", record._Counter().bind(mod))
     for t in _views():
         rec = record.Recording(tmp_path / "calls.json")
-        assert mod.shape_count((rec,), record.KERNEL_IDS["ada_values9"], t, t.mT) is True
+        head = record.KERNEL_IDS["ada_values9"] | 0b101 << record._KERNEL_BITS
+        assert mod.shape_count((rec,), head, t, t.mT) is True
         (key,) = rec._counts
         assert isinstance(key, bytes) and rec._counts[key] == 1
         metas = ((u.shape, u.stride(), u.dtype, u.storage_offset()) for u in (t, t.mT))
-        assert record._decode(key) == ("ada_values9", *metas)
+        assert record._decode(key) == ("ada_values9", 0b101, *metas)
 
 
 def test_the_native_counter_declines_what_it_cannot_read_and_python_counts_it(

@@ -178,7 +178,7 @@ def test_shapes_add_appends_what_the_suite_lacks_with_stable_labels(tmp_path, ca
     assert sorted(new) == ["B1_S5_H2_D16", "B1_S7_H2_D16_head_major"]
     (ada,) = suite.shapes[("ada_values9", "gpu")][len(shapes.ADA_SHAPES) :]
     assert ada.label == "B3_S2_D64_fp32" and ada.source == "recorded: calls.json"
-    assert "held       split_rope  B1_S4_H3_D64  (1 calls)" in out
+    assert "held       split_rope  B1_S4_H3_D64  (1 calls; called as plain)" in out
     # append-only: the old text is the start of the new one, up to the closing bracket
     old_shapes = before[: before.index("\n  ],")]
     assert data.read_text().startswith(old_shapes + ",\n")
@@ -186,6 +186,31 @@ def test_shapes_add_appends_what_the_suite_lacks_with_stable_labels(tmp_path, ca
     # the same record again adds nothing: the labels it makes are the ones it made
     rc, out, _ = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
     assert rc == 0 and "0 new shape(s)" in out
+    assert shapes.load(data) == suite
+
+
+def test_a_shape_the_model_called_is_timed_per_call_context(tmp_path, capsys):
+    """AdaLN recorded as a block calls it (its nn.Parameter table, inference mode): `shapes
+    add` appends the shape and lists it for host_context, so the suite times it plain and as
+    the model calls it; a shape only called plain is not listed; a second add changes nothing."""
+    data, rec = _copy_data(tmp_path), tmp_path / "calls.json"
+    table, ts = cases.ada_inputs(shapes.AdaShape(2, 3, 64, "bf16"), DEVICE)
+    with ltx2k.record_shapes(rec):
+        with torch.inference_mode():
+            ltx2_ada_values9(torch.nn.Parameter(table), ts)
+        ltx2_ada_values9(*cases.ada_inputs(shapes.AdaShape(1, 3, 64, "bf16"), DEVICE))
+    rc, out, _ = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
+    assert rc == 0, out
+    assert "B2_S3_D64_bf16  (1 calls; called as model; timed per call context)" in out
+    assert "B1_S3_D64_bf16  (1 calls; called as plain)" in out
+    suite = shapes.load(data)
+    timed = [s.label for s in suite.metric_shapes["host_context"]["ada_values9"]]
+    assert "B2_S3_D64_bf16" in timed and "B1_S3_D64_bf16" not in timed
+    assert timed[: len(shapes.METRIC_SHAPES["host_context"]["ada_values9"])] == [
+        s.label for s in shapes.METRIC_SHAPES["host_context"]["ada_values9"]
+    ]  # appended, the old list kept in order
+    rc, out, _ = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
+    assert rc == 0 and "0 new shape(s)" in out and "timed per call context" not in out
     assert shapes.load(data) == suite
 
 

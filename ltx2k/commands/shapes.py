@@ -47,11 +47,26 @@ def run(args: argparse.Namespace) -> int:
 
     found = record.additions(args.record, suite)
     new = [a for a in found if not a.held]
+    # A shape the model called in its own context (a Parameter weight, inference mode) is
+    # timed in the call contexts too, where the suite does not time it so yet.
+    in_context = [
+        a
+        for a in found
+        if "model" in a.contexts
+        and (not a.held or a.shape.label in {s.label for s in suite.shapes[(a.kernel, "gpu")]})
+        and a.shape.label not in {s.label for s in suite.metric_shapes["host_context"][a.kernel]}
+    ]
     for a in found:
         verb = "held" if a.held else ("would add" if args.dry_run else "add")
-        print(f"{verb:9}  {a.kernel}  {a.shape.label}  ({a.calls} calls)")
-    if new and not args.dry_run:
-        shapes.append([shapes.entry(a.kernel, a.shape) for a in new], data)
+        how = f"; called as {', '.join(sorted(a.contexts))}" if a.contexts else ""
+        timed = "; timed per call context" if a in in_context else ""
+        print(f"{verb:9}  {a.kernel}  {a.shape.label}  ({a.calls} calls{how}{timed})")
+    if (new or in_context) and not args.dry_run:
+        shapes.append(
+            [shapes.entry(a.kernel, a.shape) for a in new],
+            data,
+            metrics=[("host_context", a.kernel, a.shape.label) for a in in_context],
+        )
     print(
         f"{len(new)} new shape(s){' (dry run: nothing written)' if args.dry_run else ''}; "
         f"{len(found) - len(new)} already in the suite; data file {data}"

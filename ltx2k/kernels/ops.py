@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 
 from ltx2k.kernels import _native, adaln, rope, rope_backward
+from ltx2k.workload import record as _record
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -87,6 +88,7 @@ def _rope_call(variant: str, launch: str) -> tuple[str, str]:
 def _(x, cos, sin, variant, launch):
     _rope_call(variant, launch)
     rope._validate(x, cos, sin)
+    _record.note_traced("split_rope", x, cos, sin)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -214,6 +216,7 @@ def ada_values9(
 def _(scale_shift_table, timestep, variant, launch):
     _ada_call(variant, launch)
     B, S, D = adaln._validate(scale_shift_table, timestep)
+    _record.note_traced("ada_values9", scale_shift_table, timestep)
     return torch.empty((adaln.N_VALUES, B, S, D), dtype=torch.bfloat16, device=timestep.device)
 
 

@@ -74,3 +74,17 @@ def entered(context: str) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def name_of(kernel: str, recorded: dict) -> str:
+    """The context a recorded call (a shape record's ``context`` object,
+    :func:`ltx2k.workload.record.context_of`) is timed in: ``model`` where the call ran
+    without grad mode, under inference mode, or with one of the kernel's weights an
+    ``nn.Parameter``; ``plain`` otherwise."""
+    from ltx2k.workload import cases, record
+
+    weights = {record.ARGS[kernel][i] for i in cases.KERNELS[kernel].weights}
+    parameter = any(recorded["tensors"][w]["parameter"] for w in weights)
+    if parameter or recorded["inference_mode"] or not recorded["grad_mode"]:
+        return "model"
+    return "plain"

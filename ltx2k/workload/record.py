@@ -62,19 +62,78 @@ def note(kernel: str, *args: object) -> None:
         _count(kernel, args)
 
 
-def _count(kernel: str, args: tuple) -> None:
+# The call context of a signature, as bits of the key's first word above the kernel id:
+# the autograd mode and capture state of the call, then per tensor argument whether it is
+# an nn.Parameter, requires grad, or is an inference tensor. What host latency depends on
+# (docs/measurement.md, "Call contexts"), recorded so that `ltx2k shapes add` can time a
+# shape in the context the model called it in.
+CONTEXT_FLAGS = ("grad_mode", "inference_mode", "graph_capture", "compiling")
+TENSOR_FLAGS = ("parameter", "requires_grad", "inference")
+_KERNEL_BITS = 8
+
+
+def _context_bits(args: tuple, compiling: bool) -> int:
+    import torch
+
+    if compiling:
+        # A trace's fake tensors: whether a compiled graph is captured or runs under
+        # inference mode is decided at its replay, not here.
+        bits = torch.is_grad_enabled() | 1 << 3
+    else:
+        capturing = torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+        bits = torch.is_grad_enabled() | torch.is_inference_mode_enabled() << 1 | capturing << 2
+    for i, t in enumerate(args):
+        flags = (
+            isinstance(t, torch.nn.Parameter),
+            t.requires_grad,
+            (not compiling) and t.is_inference(),
+        )
+        for j, flag in enumerate(flags):
+            bits |= bool(flag) << (len(CONTEXT_FLAGS) + len(TENSOR_FLAGS) * i + j)
+    return bits
+
+
+def note_traced(kernel: str, *args: object) -> None:
+    """Count a trace of the kernel's registered op (its fake implementation, run while
+    torch.compile or torch.export traces the model): once per trace, with "compiling",
+    since a compiled graph replays without entering Python."""
+    if _ACTIVE:
+        _count(kernel, args, traced=True)
+
+
+def _count(kernel: str, args: tuple, traced: bool = False) -> None:
     try:
-        # Under torch.compile the tensors are fakes of a trace, not calls; a compiled
-        # graph replays without entering Python at all.
-        if _is_compiling():
+        # While dynamo traces the public function nothing is counted here: the op's fake
+        # implementation counts the trace (note_traced), outside dynamo's bytecode.
+        if not traced and _is_compiling():
             return
+        compiling = traced
+        head = KERNEL_IDS[kernel] | _context_bits(args, compiling) << _KERNEL_BITS
         counter = _COUNTER if _COUNTER.ready else _COUNTER.bind()
-        if counter.count is not None and counter.count(_ACTIVE, KERNEL_IDS[kernel], *args):
+        if not compiling and counter.count is not None and counter.count(_ACTIVE, head, *args):
             return
-        key = (kernel, *((t.shape, t.stride(), t.dtype, t.storage_offset()) for t in args))
+        metas = tuple((tuple(t.shape), t.stride(), t.dtype, t.storage_offset()) for t in args)
+        if compiling and not all(
+            isinstance(d, int)
+            for shape, stride, _, offset in metas
+            for d in (*shape, *stride, offset)
+        ):
+            return  # symbolic sizes: reading them as numbers would specialize the trace
+        key = (kernel, head >> _KERNEL_BITS, *metas)
         counter.add(_ACTIVE, key, 1)
     except Exception:  # symbolic shapes, a non-tensor argument: the call goes on unrecorded
         pass
+
+
+def context_of(kernel: str, bits: int) -> dict:
+    """The ``context`` object of a signature from its context bits."""
+    out: dict = {name: bool(bits >> i & 1) for i, name in enumerate(CONTEXT_FLAGS)}
+    tensors = {}
+    for i, arg in enumerate(ARGS[kernel]):
+        base = len(CONTEXT_FLAGS) + len(TENSOR_FLAGS) * i
+        tensors[arg] = {name: bool(bits >> (base + j) & 1) for j, name in enumerate(TENSOR_FLAGS)}
+    out["tensors"] = tensors
+    return out
 
 
 class _Counter:
@@ -111,20 +170,22 @@ _COUNTER = _Counter()
 
 
 def _decode(key: bytes | tuple) -> tuple:
-    """(kernel, (shape, stride, dtype, storage offset) per tensor) of a counted key: the
+    """(kernel, context bits, (shape, stride, dtype, storage offset) per tensor) of a counted
+    key: the
     Python path's tuple, or the native path's int64 words (see shape_count in
     ltx2k/kernels/_native.cpp)."""
     if isinstance(key, tuple):
         return key
     words = memoryview(key).cast("q").tolist()
-    kernel, i, metas = list(ARGS)[words[0]], 1, []
+    head = words[0]
+    kernel, i, metas = list(ARGS)[head & ((1 << _KERNEL_BITS) - 1)], 1, []
     while i < len(words):
         dim = words[i]
         shape, stride = words[i + 1 : i + 1 + dim], words[i + 1 + dim : i + 1 + 2 * dim]
         code, offset = words[i + 1 + 2 * dim], words[i + 2 + 2 * dim]
         metas.append((tuple(shape), tuple(stride), _COUNTER.dtype(code), offset))
         i += 3 + 2 * dim
-    return (kernel, *metas)
+    return (kernel, head >> _KERNEL_BITS, *metas)
 
 
 class Recording:
@@ -248,7 +309,7 @@ def cos_sin_layout(shape: list[int], stride: list[int]) -> str:
 
 
 def _signature(key: tuple, calls: int) -> dict:
-    kernel, *metas = key
+    kernel, bits, *metas = key
     args = {}
     for name, (shape, stride, dtype, offset) in zip(ARGS[kernel], metas, strict=True):
         args[name] = {
@@ -258,7 +319,7 @@ def _signature(key: tuple, calls: int) -> dict:
             "storage_offset": offset,
             "offset_alignment": _alignment(offset, dtype.itemsize),
         }
-    sig = {"kernel": kernel, "calls": calls, "args": args}
+    sig = {"kernel": kernel, "calls": calls, "args": args, "context": context_of(kernel, bits)}
     if kernel == "split_rope":
         sig["layout"] = rope_layout(args)
     return sig
@@ -277,7 +338,8 @@ def rope_layout(args: dict) -> str:
 
 
 def _identity(sig: dict) -> str:
-    return json.dumps([sig["kernel"], sig["args"]], sort_keys=True)
+    # A signature recorded before contexts were (no "context") stays its own entry.
+    return json.dumps([sig["kernel"], sig["args"], sig.get("context")], sort_keys=True)
 
 
 def merge(*lists: list[dict]) -> list[dict]:
@@ -321,6 +383,24 @@ def _check_signature(sig: object, at: str) -> None:
             )
         if not isinstance(a.get("dtype"), str):
             raise ValueError(f"{at}: args.{name}.dtype must be a string, got {a.get('dtype')!r}")
+    context = sig.get("context")
+    if context is None:
+        return  # recorded before call contexts were: unknown
+    ok = (
+        isinstance(context, dict)
+        and all(isinstance(context.get(f), bool) for f in CONTEXT_FLAGS)
+        and isinstance(context.get("tensors"), dict)
+        and set(context["tensors"]) == set(ARGS[kernel])
+        and all(
+            isinstance(t, dict) and all(isinstance(t.get(f), bool) for f in TENSOR_FLAGS)
+            for t in context["tensors"].values()
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f"{at}: context must be an object of {list(CONTEXT_FLAGS)} and, under 'tensors', "
+            f"{list(TENSOR_FLAGS)} for each of {list(ARGS[kernel])} (booleans), got {context!r}"
+        )
 
 
 def read(path: str | os.PathLike) -> dict:
@@ -417,6 +497,9 @@ class Addition:
     shape: object  # shapes.RopeShape / shapes.AdaShape
     calls: int  # recorded calls of every signature timed at this shape
     held: bool  # the suite has this label already
+    # The call contexts (ltx2k.workload.contexts) its signatures were recorded in; empty for
+    # a file recorded before contexts were.
+    contexts: frozenset = frozenset()
 
 
 def additions(record_path: str | os.PathLike, suite=None) -> list[Addition]:
@@ -426,7 +509,7 @@ def additions(record_path: str | os.PathLike, suite=None) -> list[Addition]:
     Raises ValueError naming the file and the entry for anything that is not a
     recorder file or a signature no suite shape can stand for.
     """
-    from ltx2k.workload import shapes
+    from ltx2k.workload import contexts, shapes
 
     suite = suite or shapes.load()
     data = read(record_path)
@@ -440,7 +523,10 @@ def additions(record_path: str | os.PathLike, suite=None) -> list[Addition]:
         key = (sig["kernel"], shape.label)
         calls = sig["calls"] + (found[key].calls if key in found else 0)
         held = shape.label in suite.labels(sig["kernel"])
-        found[key] = Addition(sig["kernel"], shape, calls, held)
+        seen = found[key].contexts if key in found else frozenset()
+        if sig.get("context") is not None:
+            seen = seen | {contexts.name_of(sig["kernel"], sig["context"])}
+        found[key] = Addition(sig["kernel"], shape, calls, held, seen)
     return list(found.values())
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,9 +248,15 @@ def dumps(data: dict) -> str:
     return "\n".join(lines) + "\n}\n"
 
 
-def append(entries: list[dict], path: str | os.PathLike = DATA_FILE) -> SuiteShapes:
+def append(
+    entries: list[dict],
+    path: str | os.PathLike = DATA_FILE,
+    metrics: Iterable[tuple[str, str, str]] = (),
+) -> SuiteShapes:
     """Append *entries* to the data file at *path* and return what it then holds.
 
+    *metrics*: ``(metric, kernel, label)`` to append to an opt-in metric's list (a shape
+    recorded in the model's call context joins ``host_context``), where not there yet.
     The new content is checked in full before anything is written, and it replaces the
     file in one rename: the file is the old one or the new one, never half of either.
     """
@@ -257,6 +264,11 @@ def append(entries: list[dict], path: str | os.PathLike = DATA_FILE) -> SuiteSha
     old = load(path)
     data = dict(old.raw)
     data["shapes"] = [*old.raw["shapes"], *entries]
+    lists = {m: {k: list(v) for k, v in per.items()} for m, per in old.raw["metric_shapes"].items()}
+    for metric, kernel, label in metrics:
+        if label not in lists[metric][kernel]:
+            lists[metric][kernel].append(label)
+    data["metric_shapes"] = lists
     new = parse(data, str(path))
     replace_file(path, dumps(data))
     return new
