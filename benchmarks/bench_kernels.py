@@ -3,8 +3,8 @@
 Metrics per (variant, shape):
   time_device_cold   per-launch device time, inputs rotated past L2 (CUDA graph + events)
   time_device_warm   the same with one resident input set
-                     (device metrics launch a Triton variant through kernel[grid]:
-                     every launch path runs the same compiled kernel and grid)
+                     (the default variant through the path its callers get, "auto";
+                     the other Triton variants through kernel[grid], as their history was)
   time_kernel        summed CUPTI kernel durations per call in the same cold-L2 graph
                      (no inter-kernel gaps: sees below the graph's launch floor);
                      decode shapes and one >= 10 us shape per kernel
@@ -12,6 +12,9 @@ Metrics per (variant, shape):
                      (launch "auto": what a caller of that variant gets)
   time_host_launch   the same for the default variant through each host launch path
                      (kernel[grid], lean, native); params (launch, shape)
+  time_device_launch cold-L2 device time of the default variant through each host launch
+                     path (kernel[grid], lean, native): under programmatic dependent
+                     launch it depends on the path; params (launch, shape)
   time_host_context  the same for the default variant in each call context: "plain"
                      tensors, and "model", as LTX-2 serving calls it (the block's
                      nn.Parameter weights, inference mode); params (context, shape)
@@ -230,6 +233,10 @@ def _host_calibrated_setup(kernel, variant, shape):
 
 def _host_launch_setup(kernel, launch, shape):
     _prepare(kernel, "host", _VARIANTS.DEFAULT_VARIANT[kernel], shape, launch)
+
+
+def _device_launch_setup(kernel, launch, shape):
+    _prepare(kernel, "device_cold", _VARIANTS.DEFAULT_VARIANT[kernel], shape, launch)
 
 
 # The call contexts' names: fixed here, not read from ltx2k, so that the parameter list
@@ -491,6 +498,9 @@ def _suite(kernel: str, class_name: str):
         def time_host_context(self, context, shape):
             _State.timed.run()
 
+        def time_device_launch(self, launch, shape):
+            _State.timed.run()
+
         def time_kernel(self, variant, shape):
             _State.timed.run()
 
@@ -576,6 +586,15 @@ def _suite(kernel: str, class_name: str):
         ]
         time_host_context.param_names = ["context", "shape"]
         time_host_context.setup = functools.partial(_host_context_setup, kernel)
+        # Cold-L2 device time of the default algorithm through each host launch path: under
+        # programmatic dependent launch it depends on the path (time_device_cold times the
+        # default through the callers' path, "auto").
+        time_device_launch.params = [
+            list(_VARIANTS.LAUNCH_PATHS),
+            [s.label for s in _metric_shapes(kernel, "device_launch", shape_list)],
+        ]
+        time_device_launch.param_names = ["launch", "shape"]
+        time_device_launch.setup = functools.partial(_device_launch_setup, kernel)
         track_allocations.setup_cache = _count_allocations
         track_allocations.setup = functools.partial(_counted_setup, kernel)
         track_allocations.unit = "allocations"

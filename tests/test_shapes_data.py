@@ -152,11 +152,11 @@ def test_shapes_lists_every_shape_with_its_layout_source_and_metrics(capsys):
         "token_major",
         "hand-picked",
         "device_cold,pct_copy_bandwidth,host_calibrated,kernel,device_warm,host,host_launch,"
-        "allocations,host_context",
+        "allocations,host_context,device_launch",
     ]
     every = "device_cold,pct_copy_bandwidth"
     assert next(r for r in rows if r[1] == "B1_S1024_H32_D128")[-1] == (
-        every + ",device_warm,host,host_launch,allocations,host_context"
+        every + ",device_warm,host,host_launch,allocations,host_context,device_launch"
     )
     # a shape listed for no opt-in metric: its cold-L2 time and the % derived from it
     assert next(r for r in rows if r[1] == "B1_S6144_H32_D64")[-1] == every

@@ -184,6 +184,13 @@ def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench
 
     assert measure_suite.device_launch("blocked") == "triton"
     assert measure_suite.device_launch("eager") == "auto"
+    # the default variant's device time is timed through the path its callers take
+    for kernel, default in variants.DEFAULT_VARIANT.items():
+        assert measure_suite.device_launch(default, kernel) == "auto"
+        assert measure_suite.device_launch("per_head", kernel) == "triton"
+        suite = getattr(bench, cases.KERNELS[kernel].asv_class)
+        assert suite.time_device_launch.param_names == ["launch", "shape"]
+        assert suite.time_device_launch.params[0] == list(variants.LAUNCH_PATHS)
 
 
 def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
@@ -517,6 +524,7 @@ VERSIONS = {
     "time_host_latency": "f0a57381cd286b85",
     "time_host_launch": "e151854df8f30a23",
     "time_host_context": "688b434627f5e05b",
+    "time_device_launch": "803a293edcd93e1b",
     "time_kernel": "623a28fc747030a9",
     "track_allocations": "c83aa27d7abe5bb2",
     "track_host_calibrated": "0a48f240bd1c4ac7",

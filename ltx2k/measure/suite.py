@@ -18,7 +18,7 @@ from typing import Any
 from ltx2k import runtime
 from ltx2k.measure import allocations as _alloc
 from ltx2k.measure import bandwidth, device_time, forked, gate, host, kernel_time
-from ltx2k.workload import cases, contexts
+from ltx2k.workload import cases, contexts, variants
 
 METRICS = ("device_cold", "device_warm", "host", "kernel")
 # Calls per host-latency sample: one device sync per batch, amortised. In the
@@ -75,14 +75,22 @@ def _gated_fn(kernel: str, variant: str, shape, launch: str = "auto") -> Callabl
     return _CACHE[key]
 
 
-def device_launch(variant: str) -> str:
+def device_launch(variant: str, kernel: str | None = None) -> str:
     """The launch path device metrics time a variant through.
 
-    Every launch path launches the same compiled kernel with the same grid, so
-    the device work is the algorithm's alone; ``kernel[grid]`` is the path the
-    CUDA-graph clock was validated on. A peer has no launch path.
+    The kernel's default variant: ``auto``, the path its callers get (the native replay).
+    Under programmatic dependent launch the device time of one compiled kernel depends on
+    how it was launched and captured (docs/kernels/split_rope.md, "Device time by launch
+    path"), so the cell callers read is timed through their path; ``time_device_launch``
+    keeps each path's own cell. Other Triton variants: ``kernel[grid]``, the path the
+    CUDA-graph clock was validated on and their history was measured through. A peer has
+    no launch path.
     """
-    return "auto" if variant in cases.PEERS else "triton"
+    if variant in cases.PEERS:
+        return "auto"
+    if kernel is not None and variant == variants.DEFAULT_VARIANT[kernel]:
+        return "auto"
+    return "triton"
 
 
 def prepare(
@@ -101,7 +109,7 @@ def prepare(
     if context != "plain" and metric != "host":
         raise ValueError(f"context={context!r} applies to the host metric only, not {metric!r}")
     if launch is None:
-        launch = "auto" if metric == "host" else device_launch(variant)
+        launch = "auto" if metric == "host" else device_launch(variant, kernel)
     key = (metric, kernel, variant, launch, shape.label, context)
     if key in _CACHE:
         return _CACHE[key]

@@ -28,6 +28,7 @@ METRICS: dict[str, Metric] = {
         Metric("time_device_cold", "seconds", "device time, cold L2"),
         Metric("time_device_warm", "seconds", "device time, warm L2"),
         Metric("time_kernel", "seconds", "kernel duration"),
+        Metric("time_device_launch", "seconds", "device time per launch path, cold L2"),
         Metric("time_host_latency", "seconds", "host latency"),
         Metric("time_host_launch", "seconds", "host latency per launch path"),
         Metric("time_host_context", "seconds", "host latency per call context"),

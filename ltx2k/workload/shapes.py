@@ -47,6 +47,8 @@ SOURCE_KINDS = ("hand-picked", "recorded", "model config")
 #                    allocations per call: the shapes from before this list was data; a
 #                    production shape added for its cold-L2 device time (and % of copy
 #                    bandwidth, derived from it) costs the suite no process for these
+#   device_launch    cold-L2 device time of the default variant through each host launch
+#                    path (PDL makes it depend on the path): decode shapes and one mid shape
 #   host_context     host latency of the default variant in each call context
 #                    (ltx2k/workload/contexts.py): decode shapes, where the host path is
 #                    the call's cost
@@ -58,6 +60,7 @@ OPT_IN_METRICS = (
     "host_launch",
     "allocations",
     "host_context",
+    "device_launch",
 )
 # What every shape of a list is timed for: cold-L2 device time, and % of copy bandwidth
 # derived from it.
