@@ -217,6 +217,13 @@ def graph_capture(fn, args) -> tuple[str, bool]:
     return path, _same(out, expect)
 
 
+def _write_json(args_ns, rows: list, **extra) -> None:
+    if args_ns.json:
+        with open(args_ns.json, "w") as f:
+            gpu = torch.cuda.get_device_name()
+            json.dump({"label": args_ns.label, "gpu": gpu, **extra, "rows": rows}, f, indent=1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write every row here")
@@ -279,13 +286,7 @@ def main(argv=None) -> int:
                 f"| {r['kernel']} | {r['shape']} | {r['context']} | {r['us']:.1f} | "
                 f"{r['ratio']:.3f} | {r['q25']:.3f}-{r['q75']:.3f} |"
             )
-        if args_ns.json:
-            with open(args_ns.json, "w") as f:
-                json.dump(
-                    {"label": args_ns.label, "gpu": torch.cuda.get_device_name(), "rows": rows},
-                    f,
-                    indent=1,
-                )
+        _write_json(args_ns, rows)
         return 0
     for kernel, fn, weights, cells, peers in kernels:
         for label, base_args in cells:
@@ -354,18 +355,7 @@ def main(argv=None) -> int:
             f"| {r['kernel']} | {r['shape']} | {r['context']} | {r['impl']} | {us} | {units} "
             f"| {r['path']} | {'yes' if r['bitexact'] else 'NO'} |"
         )
-    if args_ns.json:
-        with open(args_ns.json, "w") as f:
-            json.dump(
-                {
-                    "label": args_ns.label,
-                    "gpu": torch.cuda.get_device_name(),
-                    "torch": torch.__version__,
-                    "rows": rows,
-                },
-                f,
-                indent=1,
-            )
+    _write_json(args_ns, rows, torch=torch.__version__)
     return 0
 
 
