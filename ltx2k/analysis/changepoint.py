@@ -36,21 +36,15 @@ The method:
    a precise point, however quiet its neighbours were.
 3. **Scan.** For every split ``k`` of a segment, ``T_k`` is the difference
    of the mean levels after and before ``k`` in units of its standard
-   error. The noise in that error is the split's own (:func:`_split_noise`):
-   where both sides hold two runs or more, the spread of each side about its
-   mean if that is below the trimmed differences' estimate (it uses every
-   run when ``k`` is the segment's only change, the differences about half
-   of them), else the differences'. The largest ``|T_k|`` is the candidate
-   step. Every segment but the newest needs two runs on each side (a single
-   odd run in the middle of the history is an outlier, not a step); the
-   newest may have one run after the split, so a step at HEAD is seen on its
-   first run.
+   error. The largest ``|T_k|`` is the candidate step. Every segment but
+   the newest needs two runs on each side (a single odd run in the middle
+   of the history is an outlier, not a step); the newest may have one run
+   after the split, so a step at HEAD is seen on its first run.
 4. **Significance.** The null distribution of ``max |T_k|`` depends on the
    number of runs, on how the noise was estimated and on which splits were
    scanned, none of which a textbook table covers. It is simulated here for
-   the exact case (Gaussian noise, the same run count, the same estimators
-   and prior weight; a series judged on its own noise against the null of
-   series without a prior) and cached; the p-value is the share of simulated
+   the exact case (Gaussian noise, the same run count, the same estimator
+   and prior weight) and cached; the p-value is the share of simulated
    unchanged series whose statistic reaches the observed one. A split is
    kept when ``p < alpha``; binary segmentation then looks for further
    steps on each side.
@@ -340,66 +334,18 @@ def _own_weight(n_runs: int, spread: float) -> float | None:
 def _combine(
     own: float | None, n_runs: int, prior: NoisePrior | None, spread: float = 0.0
 ) -> float | None:
-    """The series' noise: its own estimate with the prior's, or alone when it is apart."""
     if prior is None:
         return own
     if own is None:
         return prior.sigma
-    if _apart(own, n_runs, prior.sigma):
-        return own
-    return float(_combine_at(np.asarray(own), n_runs, prior.sigma, spread))
-
-
-def _apart(own, n_runs: int, prior_sigma: float):
-    """Whether a series' own noise estimate lies outside the band the prior predicts."""
     lo, hi = _own_band(n_runs)
-    return (own < lo * prior_sigma) | (own > hi * prior_sigma)
-
-
-def _combine_at(est: np.ndarray, n_runs: int, prior_sigma: float, spread: float):
-    """The prior combined with noise estimates ``est`` of a series like the pool's others.
-
-    One function for the real series and its simulated null (prior 1), so the two
-    cannot drift apart.
-    """
-    dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
-    pooled = np.sqrt((PRIOR_WEIGHT * prior_sigma**2 + dof * est**2) / (PRIOR_WEIGHT + dof))
+    if not lo * prior.sigma <= own <= hi * prior.sigma:
+        return own
     w = _own_weight(n_runs, spread)
-    if w is not None:
-        geo = np.exp(w * np.log(np.maximum(est, 1e-300)) + (1.0 - w) * math.log(prior_sigma))
-        pooled = np.where(est > prior_sigma, geo, pooled)
-    return pooled
-
-
-def _split_noise(seg: np.ndarray, ks: np.ndarray, own) -> np.ndarray:
-    """The series' own noise at each split k of a segment (k: positions into it).
-
-    The trimmed differences (``own``) are robust to other steps and odd runs but
-    use about half of the runs' information: at 21 runs the estimate varies like
-    a standard deviation with ~10 degrees of freedom, not 19, and at a small
-    alpha the scan then needs a much larger statistic than with the noise known
-    (max|T| over the five recent splits of 21 runs, 4.44 against 3.44 at 0.18%).
-    Where k is the segment's only change, the spread of each side about its own
-    mean (the two-sample t-test's) uses every run. The smaller of the two is
-    taken: the fit's where the segment holds that one change, the differences'
-    where another step or an odd run inflates the fit. The null takes the same
-    minimum, so choosing the smaller is paid for in its calibration.
-
-    A side of one run has no spread of its own: fitted as a level, an odd run
-    there (at HEAD, where it cannot be told from a step) would take its noise
-    out of the estimate, and heavy-tailed series would be flagged more often
-    than Gaussian ones calibrate. There the differences' estimate stands.
-    """
-    m = seg.shape[-1]
-    x = seg - seg.mean(axis=-1, keepdims=True)
-    c1 = np.cumsum(x, axis=-1)
-    c2 = np.cumsum(x * x, axis=-1)
-    s1, s2 = c1[..., ks - 1], c2[..., ks - 1]
-    r1, r2 = c1[..., -1:] - s1, c2[..., -1:] - s2
-    ss = (s2 - s1 * s1 / ks) + (r2 - r1 * r1 / (m - ks))
-    fit = np.sqrt(np.maximum(ss, 0.0) / max(m - 2, 1))
-    fit = np.where((ks >= 2) & (m - ks >= 2), fit, np.inf)
-    return np.minimum(fit, np.asarray(own)[..., None])
+    if w is not None and own > prior.sigma:
+        return math.exp(w * math.log(own) + (1.0 - w) * math.log(prior.sigma))
+    dof = _ESTIMATOR_EFFICIENCY * (n_runs - 1)
+    return math.sqrt((PRIOR_WEIGHT * prior.sigma**2 + dof * own**2) / (PRIOR_WEIGHT + dof))
 
 
 # --- the scan statistic and its null distribution -------------------------------------------
@@ -437,11 +383,10 @@ def _null_max(
     """Sorted draws of max|T| for an unchanged segment of m runs in a series of n.
 
     ``recent`` > 0 keeps only the splits with at most that many runs after them.
-    Simulated with the same noise estimators as the real series: each split's
-    own noise (:func:`_split_noise`, from the segment and the whole n-run
-    series' differences), combined with an exact prior when the real series'
-    was, floored at ``floor_ratio`` (the within-run floor relative to the
-    prior, rounded so the cache stays small). With ``spread``
+    Simulated with the same noise estimator as the real series: the sigma of
+    the whole n-run series (own estimate, combined with an exact prior when
+    the real series had one), floored at ``floor_ratio`` (the within-run floor
+    relative to the prior, rounded so the cache stays small). With ``spread``
     each simulated series' true noise is the prior's times a log-normal factor
     of that spread: a cell of the pool may be noisier than its median.
     """
@@ -452,6 +397,17 @@ def _null_max(
     # Medians no more precise than their own samples say: noise at least the floor.
     z = rng.standard_normal((_NULL_DRAWS, n)) * np.maximum(scale, floor_ratio)
     own = _trimmed_rms(np.diff(z, axis=1)) * _consistency(n - 1)
+    if prior:
+        dof = _ESTIMATOR_EFFICIENCY * (n - 1)
+        pooled = np.sqrt((PRIOR_WEIGHT + dof * own**2) / (PRIOR_WEIGHT + dof))
+        w = _own_weight(n, spread)
+        if w is not None:
+            pooled = np.where(own > 1.0, np.exp(w * np.log(np.maximum(own, 1e-300))), pooled)
+        lo, hi = _own_band(n)
+        sigma = np.where((own < lo) | (own > hi), own, pooled)
+    else:
+        sigma = own
+    sigma = np.maximum(sigma, floor_ratio)
     seg = z[:, n - m :] if head_end else z[:, :m]
     min_after = 1 if head_end else 2
     ks = np.arange(_min_before(n, m, head_end), m - min_after + 1)
@@ -459,18 +415,11 @@ def _null_max(
         ks = ks[ks >= m - recent]
     if len(ks) == 0:
         return np.zeros(1)
-    est = _split_noise(seg, ks, own)
-    if prior:
-        apart = _apart(own, n, 1.0)[:, None]
-        sigma = np.where(apart, est, _combine_at(est, n, 1.0, spread))
-    else:
-        sigma = est
-    sigma = np.maximum(sigma, floor_ratio)
     c = np.cumsum(seg, axis=1)
     left = c[:, ks - 1] / ks
     right = (c[:, -1:] - c[:, ks - 1]) / (m - ks)
     t = np.abs(right - left) / np.sqrt(1.0 / ks + 1.0 / (m - ks))
-    stat = (t / np.maximum(sigma, 1e-12)).max(axis=1)
+    stat = t.max(axis=1) / np.maximum(sigma, 1e-12)
     return np.sort(stat)
 
 
@@ -578,22 +527,11 @@ def detect(
     if n < _MIN_RUNS or sigma is None:
         return Detection((), (), noise)
 
-    # A series judged on its own noise (outside the band the prior predicts) is
-    # calibrated as a series without a prior is: the null with the prior is mostly
-    # series whose noise the prior pins down, and would ask too little of it.
-    combined = (
-        prior is not None
-        and log_scale
-        and prior.sigma > 0
-        and own is not None
-        and not _apart(own, n, prior.sigma)
-    )
-    if not combined:
-        spread = 0.0
+    use_prior = prior is not None and log_scale and prior.sigma > 0
     eff = max(sigma, within or 0.0)
     exact = eff == 0.0  # e.g. allocation counts: any change of level is real
     floor_ratio = 0.0
-    if combined and within:
+    if use_prior and within:
         # Quantised so that the calibration cache is shared by similar series.
         floor_ratio = round(within / prior.sigma, 1)
 
@@ -608,13 +546,6 @@ def detect(
         n = len(y)
         if n < _MIN_RUNS:
             return Detection((), (), noise)
-
-    def split_eff(yy: np.ndarray, lo: int, hi: int, ks: np.ndarray) -> np.ndarray:
-        """The noise each split of yy[lo:hi] is judged against, as _null_max simulates it."""
-        est = _split_noise(yy[lo:hi], ks - lo, own)
-        if combined:
-            est = _combine_at(est, n, prior.sigma, spread)
-        return np.maximum(est, max(within or 0.0, 1e-12 * eff))
 
     splits: list[tuple[int, float]] = []  # (split position into vals, p)
 
@@ -631,12 +562,12 @@ def detect(
             j = int(np.argmax(np.abs(t)))
             k, p = int(ks[j]), 0.0
         else:
-            stat = np.abs(t) / split_eff(y, lo, hi, ks)
+            stat = np.abs(t) / eff
             m = hi - lo
             # max|T| / sigma does not depend on the noise's scale, so the simulated
             # series (unit noise, the prior exact) calibrate it directly.
             j = int(np.argmax(stat))
-            p = _p_value(float(stat[j]), n, m, head_end, combined, floor_ratio, 0, spread)
+            p = _p_value(float(stat[j]), n, m, head_end, use_prior, floor_ratio, 0, spread)
             p *= 1.0 / _WHOLE_SHARE if head_end else 1.0
             if p >= alpha and head_end:
                 # The newest splits alone: fewer candidates, a lower bar, more power
@@ -645,7 +576,7 @@ def detect(
                 if near.any():
                     j = int(np.flatnonzero(near)[np.argmax(stat[near])])
                     p = _p_value(
-                        float(stat[j]), n, m, head_end, combined, floor_ratio, RECENT, spread
+                        float(stat[j]), n, m, head_end, use_prior, floor_ratio, RECENT, spread
                     )
                     p *= 1.0 / (1.0 - _WHOLE_SHARE)
             k = int(ks[j])
@@ -693,12 +624,12 @@ def detect(
         )
     reported = tuple(c for c in changes if not (c.significant_only or c.suspected))
     candidates: list[Step | None] = [c for c in changes if c.suspected and not c.significant_only]
-    null = (combined, floor_ratio, spread)
+    null = (use_prior, floor_ratio, spread)
     if not exact and not (splits and splits[-1][0] == n - 1):
-        candidates.append(_suspect(y, bounds[-2], split_eff, log_scale, min_effect, idx, n, null))
+        candidates.append(_suspect(y, bounds[-2], eff, log_scale, min_effect, idx, n, null))
     if not exact and not splits and _min_before(n, n, True) == 1:
         # Time-reversed, the first run's split is HEAD's: the same null distribution.
-        first = _suspect(y[::-1], 0, split_eff, log_scale, min_effect, idx[::-1], n, null)
+        first = _suspect(y[::-1], 0, eff, log_scale, min_effect, idx[::-1], n, null)
         if first is not None:
             candidates.append(
                 replace(
@@ -717,7 +648,7 @@ def detect(
     return Detection(reported, tuple(changes), noise, suspect)
 
 
-def _suspect(y, lo: int, split_eff, log_scale: bool, min_effect: float, idx, n, null):
+def _suspect(y, lo: int, eff: float, log_scale: bool, min_effect: float, idx, n, null):
     """HEAD's one run against the level of the segment before it, at SUSPECT_ALPHA.
 
     Only the split before HEAD is tested, so its null distribution is that
@@ -727,7 +658,6 @@ def _suspect(y, lo: int, split_eff, log_scale: bool, min_effect: float, idx, n, 
     if len(before) < 2:
         return None
     diff = float(y[-1] - before.mean())
-    eff = float(split_eff(y, lo, n, np.array([n - 1]))[0])
     se = eff * math.sqrt(1.0 / len(before) + 1.0)
     # The scan's statistic (|T| / sigma) at the one split, calibrated like the scan.
     p = _p_value(abs(diff) / se, n, n - lo, True, null[0], null[1], 1, null[2])
