@@ -24,9 +24,15 @@ DEVICE = runtime.device()
 # Hypothesis profiles for the tests that do not fix their own example count (the
 # property tests of what reads runner output, tests/test_partial_histories.py):
 # "ci", the default, fits CI's budget; "long" is a deliberate search
-# (`pytest --hypothesis-profile=long tests/test_partial_histories.py`).
+# (`pytest --hypothesis-profile=long tests/test_partial_histories.py`; LTX2K_LONG_EXAMPLES
+# sets its count, e.g. for chunks of a long search run with different --hypothesis-seed).
 settings.register_profile("ci", deadline=None, max_examples=40, print_blob=True)
-settings.register_profile("long", deadline=None, max_examples=10_000, print_blob=True)
+settings.register_profile(
+    "long",
+    deadline=None,
+    max_examples=int(os.environ.get("LTX2K_LONG_EXAMPLES", "10000")),
+    print_blob=True,
+)
 settings.load_profile("ci")
 
 # One device sync per batch of calls (tests/test_benchmarks.py): the default timer of
