@@ -92,25 +92,31 @@ def _hits() -> int:
     return sum(s.stats()[1] for s in _sites())
 
 
+def _batch_seconds(fn, args, enter) -> float:
+    """Seconds for CALLS calls in the context *enter*, one device sync at each end."""
+    with enter():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            fn(*args)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+
 def _timed(fn, args, enter) -> tuple[float, float]:
     """(median µs per call, median calls of torch.add per call) over BATCHES batches."""
     ref = torch.ones(16, device="cuda")
     us, units = [], []
     for i in range(BATCHES + 1):  # the first batch warms up
-        with enter():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(CALLS):
-                fn(*args)
-            torch.cuda.synchronize()
-            t1 = time.perf_counter()
+        batch = _batch_seconds(fn, args, enter)
+        t1 = time.perf_counter()
         for _ in range(CALLS):
             torch.add(ref, ref, out=ref)
         torch.cuda.synchronize()
         t2 = time.perf_counter()
         if i:
-            us.append((t1 - t0) / CALLS * 1e6)
-            units.append((t1 - t0) / (t2 - t1))
+            us.append(batch / CALLS * 1e6)
+            units.append(batch / (t2 - t1))
     return statistics.median(us), statistics.median(units)
 
 
@@ -139,14 +145,9 @@ def ab_rows(kernel, label, fn, base_args, weights, rounds: int) -> list[dict]:
     for r in range(rounds + 1):  # round 0 warms up
         order = ctxs[r % len(ctxs) :] + ctxs[: r % len(ctxs)]
         for name, args, enter in order:
-            with enter():
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(CALLS):
-                    fn(*args)
-                torch.cuda.synchronize()
-                if r:
-                    per[name].append((time.perf_counter() - t0) / CALLS * 1e6)
+            seconds = _batch_seconds(fn, args, enter)
+            if r:
+                per[name].append(seconds / CALLS * 1e6)
     out = []
     for name, _, _ in ctxs:
         ratios = sorted(a / b for a, b in zip(per[name], per["plain"], strict=True))
