@@ -1,0 +1,53 @@
+"""Which path a public function's call takes, and the helpers every op's vmap rule shares.
+
+A public function launches directly (natively or from Python) for plain inference, and
+sends everything else to its registered ``torch.library`` op: :func:`routed` says which.
+This module imports no kernel module, so each kernel module can register its own op
+and route to it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ltx2k.kernels import _native
+
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+_len_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def _observers_only() -> bool:
+    # Modes that only watch the ops go by (ltx2k.measure.allocations) change no result.
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return all(getattr(m, "ltx2k_observer", False) for m in _get_current_dispatch_mode_stack())
+
+
+def routed(*tensors: object) -> bool:
+    """Whether a public function's call must go through the registered op: an input
+    that needs autograd, a functorch transform or forward-AD level, a fake/meta tensor or
+    other subclass, or an active dispatch mode. Non-tensors stay on the Python path, whose
+    validation names them. (``nn.Parameter`` under ``no_grad`` is plain inference.)"""
+    if not all(isinstance(t, _Tensor) for t in tensors):
+        return False
+    if (
+        _native._functorch_level() is not None
+        or (_len_dispatch_modes() and not _observers_only())
+        or _native._forward_ad._current_level >= 0
+    ):
+        return True
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        kind = type(t)
+        if (kind is not _Tensor and kind is not _Parameter) or t.is_meta:
+            return True
+        if grad and t.requires_grad:
+            return True
+    return False
+
+
+def fold(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
+    """The vmapped dimension of ``t`` (or a broadcast one) merged into its first dim."""
+    t = t.movedim(dim, 0) if dim is not None else t.expand(n, *t.shape)
+    return t.reshape(n * t.shape[1], *t.shape[2:])
