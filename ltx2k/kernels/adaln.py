@@ -34,6 +34,15 @@ has. Every path launches the same compiled kernel: only host latency differs.
 lean and native paths, are still accepted.
 
 Supported: ``1 <= D <= 16384`` (one program of the row kernel holds a whole row of D).
+
+The module registers the ``torch.library`` op
+``torch.ops.ltx2k.ada_values9(scale_shift_table, timestep, variant, launch)``
+(:mod:`ltx2k.kernels.ops` lists every op): the ``(9, B, S, D)`` slab, of which the public
+function returns the ``unbind(0)``. One tensor, not nine: the nine values are views of
+one allocation, and a custom op's outputs may not alias one another. It has a fake
+implementation, an autograd formula and a vmap rule; the public function sends a call to
+it when :func:`ltx2k.kernels._routing.routed` says so and while ``torch.compile`` or
+``torch.export`` traces; plain inference tensors keep the native fast path.
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ltx2k.kernels import _checks, _launch, _native
+from ltx2k.kernels import _checks, _launch, _native, _routing
+from ltx2k.workload import record as _record
 from ltx2k.workload import variants
 
 MAX_D = 16384
@@ -245,52 +255,13 @@ def _validate(table: object, timestep: object) -> tuple[int, int, int]:
     return B, S, D
 
 
-def ltx2_ada_values9(
-    scale_shift_table: torch.Tensor,
-    timestep: torch.Tensor,
-    *,
-    variant: str = variants.DEFAULT_VARIANT["ada_values9"],
-    launch: str = "auto",
-) -> tuple[torch.Tensor, ...]:
-    """Compute the nine AdaLN values. Bit-identical to the eager reference.
-
-    Args:
-        scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
-        timestep: ``[B, S, 9*D]`` bf16, contiguous.
-        variant: the device algorithm: ``"slab_dconst"`` (default: the grid kernel,
-            rows x values x column blocks, writing one ``(9, B, S, D)`` slab, with D
-            compiled in), ``"slab_grid"`` (the same with D at run time), ``"slab"``
-            (the row kernel, one slab) or ``"separate"`` (sglang's original: the row
-            kernel, 9 allocations). ``"slab_lean"`` and ``"slab_native"`` are older
-            names of ``"slab_grid"`` with ``launch="lean"`` / ``"native"``.
-        launch: the host path: ``"auto"`` (default: ``"native"`` for the grid
-            kernel's algorithms, ``"triton"`` for the row kernel's), ``"native"``
-            (after the first call with a given input layout the whole call is one C
-            function; without a C++ compiler it warns once and takes the lean path),
-            ``"lean"`` (the compiled kernel's launcher, skipping Triton's dispatcher)
-            or ``"triton"`` (``kernel[grid]``). Every path launches the same
-            compiled kernel; the row kernel launches through ``"triton"`` only.
-
-    Returns:
-        A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
-    """
-    _checks.record_call("ada_values9", scale_shift_table, timestep)
+def _resolve(variant: str, launch: str) -> tuple[str, str]:
+    """(algorithm, launch path) of an accepted ``(variant, launch)``; a ValueError naming
+    what is accepted otherwise. (The public function inlines the same lookup.)"""
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
-    algo, path = call
-    if (
-        path == "native"
-        and not torch.compiler.is_compiling()
-        and _native.plain2(scale_shift_table, timestep)  # functorch, fake, meta (C++: autograd)
-    ):
-        # None: not seen with this layout yet, or not eligible (the Python path decides)
-        outs = _SITES[algo].call(scale_shift_table, timestep)
-        if outs is not None:
-            return outs
-    if torch.compiler.is_compiling() or _ops.routed(scale_shift_table, timestep):
-        return _ops.ada_values9_routed(scale_shift_table, timestep, variant, launch)
-    return _launch_python(scale_shift_table, timestep, algo, path)
+    return call
 
 
 def _slab(scale_shift_table, timestep, algo: str, path: str) -> torch.Tensor:
@@ -331,5 +302,156 @@ def _launch_python(scale_shift_table, timestep, algo: str, path: str) -> tuple[t
     return outs
 
 
-# At the bottom: ops registers the op around this module's functions (and imports it).
-from ltx2k.kernels import ops as _ops  # noqa: E402
+# --- the registered op: torch.ops.ltx2k.ada_values9 ------------------------------------
+# For every caller that is not plain inference (ltx2k.kernels.ops lists every op).
+
+
+@torch.library.custom_op("ltx2k::ada_values9", mutates_args=())
+def ada_values9(
+    scale_shift_table: torch.Tensor, timestep: torch.Tensor, variant: str, launch: str
+) -> torch.Tensor:
+    return _slab(scale_shift_table, timestep, *_resolve(variant, launch))
+
+
+@ada_values9.register_fake
+def _(scale_shift_table, timestep, variant, launch):
+    _resolve(variant, launch)
+    B, S, D = _validate(scale_shift_table, timestep)
+    _record.note_traced("ada_values9", scale_shift_table, timestep)
+    return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=timestep.device)
+
+
+def _ada_setup(ctx, inputs, output) -> None:
+    table, _, _, _ = inputs
+    ctx.table_dtype = table.dtype
+
+
+def _ada_grad(ctx, grad):
+    # grad: (9, B, S, D). Eager autograd through the reference sums the contiguous
+    # [B, S, 9, D] gradient over (B, S) in bf16 (sum_to_size), then casts to the table's
+    # dtype; the same ops on the same layout give the same bits.
+    need_table, need_ts = ctx.needs_input_grad[:2]
+    _, B, S, D = grad.shape
+    g = grad.permute(1, 2, 0, 3).contiguous()
+    gtable = g.sum((0, 1)).to(ctx.table_dtype) if need_table else None
+    gts = g.view(B, S, N_VALUES * D) if need_ts else None
+    return gtable, gts, None, None
+
+
+ada_values9.register_autograd(_ada_grad, setup_context=_ada_setup)
+
+
+@ada_values9.register_vmap
+def _(info, in_dims, scale_shift_table, timestep, variant, launch):
+    n = info.batch_size
+    td, sd = in_dims[:2]
+    if td is None:
+        # One table for every sample: the vmapped dim folds into B.
+        ts = _routing.fold(timestep, sd, n).contiguous()
+        slab = torch.ops.ltx2k.ada_values9(scale_shift_table, ts, variant, launch)
+        return slab.view(slab.shape[0], n, -1, *slab.shape[2:]), 1
+    # A table per sample cannot share a launch (the kernel reads one table): a loop.
+    tables = scale_shift_table.movedim(td, 0)
+    steps = timestep.movedim(sd, 0) if sd is not None else timestep.expand(n, *timestep.shape)
+    outs = [
+        torch.ops.ltx2k.ada_values9(tables[i], steps[i].contiguous(), variant, launch)
+        for i in range(n)
+    ]
+    return torch.stack(outs), 0
+
+
+# --- the public function's entry to the op ---------------------------------------------
+# As rope's SplitRope: the op's own autograd formula serves neither ``torch.func``
+# transforms nor forward-mode AD. AdaLN is linear in both its inputs, so the jvp is the
+# forward kernel on the tangents.
+
+
+class AdaValues9(torch.autograd.Function):
+    """``torch.ops.ltx2k.ada_values9`` with functorch-ready autograd and a jvp."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(scale_shift_table, timestep, variant, launch):
+        return torch.ops.ltx2k.ada_values9(scale_shift_table, timestep, variant, launch)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        table, timestep, variant, launch = inputs
+        ctx.table_dtype = table.dtype
+        ctx.save_for_forward(table, timestep)
+        ctx.call = (variant, launch)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _ada_grad(ctx, grad)
+
+    @staticmethod
+    def jvp(ctx, table_t, timestep_t, _variant, _launch):
+        table, timestep = ctx.saved_tensors
+        # Linear in both: bf16(table_t[i]) + timestep_t[..., i], the same kernel on tangents.
+        table_t = torch.zeros_like(table) if table_t is None else table_t
+        timestep_t = torch.zeros_like(timestep) if timestep_t is None else timestep_t.contiguous()
+        return torch.ops.ltx2k.ada_values9(table_t, timestep_t, *ctx.call)
+
+
+def ada_values9_routed(scale_shift_table, timestep, variant: str, launch: str):
+    """The public function's call when :func:`ltx2k.kernels._routing.routed` (or tracing)
+    sends it here: the nine views of the op's slab. While torch.compile/export traces, the
+    op itself, as in :func:`ltx2k.kernels.rope.split_rope_routed`."""
+    if torch.compiler.is_compiling():
+        slab = torch.ops.ltx2k.ada_values9(scale_shift_table, timestep, variant, launch)
+    else:
+        slab = AdaValues9.apply(scale_shift_table, timestep, variant, launch)
+    return slab.unbind(0)
+
+
+# --- the public function ---------------------------------------------------------------
+
+
+def ltx2_ada_values9(
+    scale_shift_table: torch.Tensor,
+    timestep: torch.Tensor,
+    *,
+    variant: str = variants.DEFAULT_VARIANT["ada_values9"],
+    launch: str = "auto",
+) -> tuple[torch.Tensor, ...]:
+    """Compute the nine AdaLN values. Bit-identical to the eager reference.
+
+    Args:
+        scale_shift_table: ``[9, D]`` bf16 or fp32, last-dim stride 1.
+        timestep: ``[B, S, 9*D]`` bf16, contiguous.
+        variant: the device algorithm: ``"slab_dconst"`` (default: the grid kernel,
+            rows x values x column blocks, writing one ``(9, B, S, D)`` slab, with D
+            compiled in), ``"slab_grid"`` (the same with D at run time), ``"slab"``
+            (the row kernel, one slab) or ``"separate"`` (sglang's original: the row
+            kernel, 9 allocations). ``"slab_lean"`` and ``"slab_native"`` are older
+            names of ``"slab_grid"`` with ``launch="lean"`` / ``"native"``.
+        launch: the host path: ``"auto"`` (default: ``"native"`` for the grid
+            kernel's algorithms, ``"triton"`` for the row kernel's), ``"native"``
+            (after the first call with a given input layout the whole call is one C
+            function; without a C++ compiler it warns once and takes the lean path),
+            ``"lean"`` (the compiled kernel's launcher, skipping Triton's dispatcher)
+            or ``"triton"`` (``kernel[grid]``). Every path launches the same
+            compiled kernel; the row kernel launches through ``"triton"`` only.
+
+    Returns:
+        A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
+    """
+    _checks.record_call("ada_values9", scale_shift_table, timestep)
+    call = CALLS.get((variant, launch))  # inline: this is the hot path
+    if call is None:
+        raise _launch.bad_call(variant, launch, CALLS)
+    algo, path = call
+    if (
+        path == "native"
+        and not torch.compiler.is_compiling()
+        and _native.plain2(scale_shift_table, timestep)  # functorch, fake, meta (C++: autograd)
+    ):
+        # None: not seen with this layout yet, or not eligible (the Python path decides)
+        outs = _SITES[algo].call(scale_shift_table, timestep)
+        if outs is not None:
+            return outs
+    if torch.compiler.is_compiling() or _routing.routed(scale_shift_table, timestep):
+        return ada_values9_routed(scale_shift_table, timestep, variant, launch)
+    return _launch_python(scale_shift_table, timestep, algo, path)

@@ -47,6 +47,14 @@ the same compiled kernel with the same grid, so only host latency differs:
 path) pairs from before the launch path was its own parameter, are still accepted.
 
 Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
+
+The module registers two ``torch.library`` ops (:mod:`ltx2k.kernels.ops` lists them):
+``torch.ops.ltx2k.split_rope(x, cos, sin, variant, launch)`` and its gradient w.r.t.
+``x``, ``torch.ops.ltx2k.split_rope_backward(grad, cos, sin)`` (the kernel in
+:mod:`ltx2k.kernels.rope_backward`), each with a fake implementation, an autograd formula
+and a vmap rule. The public function sends a call to them when
+:func:`ltx2k.kernels._routing.routed` says so and while ``torch.compile`` or
+``torch.export`` traces; plain inference tensors keep the native fast path.
 """
 
 from __future__ import annotations
@@ -60,7 +68,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from ltx2k.kernels import _checks, _launch, _native
+from ltx2k.kernels import _checks, _launch, _native, _routing, rope_backward
+from ltx2k.workload import record as _record
 from ltx2k.workload import variants
 
 MAX_HEADS = 1024
@@ -334,56 +343,13 @@ def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
     return B, S, H, D
 
 
-def apply_ltx2_split_rotary_emb(
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    *,
-    variant: str = variants.DEFAULT_VARIANT["split_rope"],
-    launch: str = "auto",
-) -> torch.Tensor:
-    """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
-
-    Args:
-        x: ``[B, S, H*D]`` bf16, contiguous.
-        cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
-            (e.g. a transposed ``[B, S, H, D/2]`` view).
-        variant: the device algorithm: ``"tiled_pdl"`` (default: ``"tiled"`` with
-            programmatic dependent launch where the GPU has it), ``"tiled"`` (a tile of
-            tokens x heads sized to the problem, ``"blocked"``'s configuration at decode
-            sizes),
-            ``"blocked"`` (up to 16 heads per program, adaptive ``num_warps``),
-            ``"per_head"`` (sglang's original: one head per program) or
-            ``"blocked_wide"`` (up to 32 heads per program).
-            ``"blocked_lean"`` and ``"blocked_native"`` are older names of
-            ``"blocked"`` with ``launch="lean"`` / ``"native"``.
-        launch: the host path: ``"auto"`` (default: ``"native"``), ``"native"`` (after
-            the first call with a given input layout the whole call is one C
-            function, ``ltx2k.kernels._native``; without a C++ compiler it warns once
-            and takes the lean path), ``"lean"`` (the compiled kernel's launcher,
-            skipping Triton's dispatcher, ``ltx2k.kernels._launch``) or ``"triton"``
-            (``kernel[grid]``). Every path launches the same compiled kernel.
-
-    Returns:
-        A new ``[B, S, H*D]`` bf16 tensor.
-    """
-    _checks.record_call("split_rope", x, cos, sin)
+def _resolve(variant: str, launch: str) -> tuple[str, str]:
+    """(algorithm, launch path) of an accepted ``(variant, launch)``; a ValueError naming
+    what is accepted otherwise. (The public function inlines the same lookup.)"""
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
-    algo, path = call
-    if (
-        path == "native"
-        and not torch.compiler.is_compiling()
-        and _native.plain3(x, cos, sin)  # functorch, fake, meta, subclasses (C++: autograd)
-    ):
-        # None: not seen with this layout yet, or not eligible (the Python path decides)
-        out = _SITES[algo].call(x, cos, sin)
-        if out is not None:
-            return out
-    if torch.compiler.is_compiling() or _ops.routed(x, cos, sin):
-        return _ops.split_rope_routed(x, cos, sin, variant, launch)
-    return _launch_python(x, cos, sin, algo, path)
+    return call
 
 
 def _call(x, cos, sin, algo: str, path: str) -> torch.Tensor:
@@ -468,5 +434,234 @@ def _launch_python(x, cos, sin, algo: str, path: str) -> torch.Tensor:
     return out
 
 
-# At the bottom: ops registers the op around this module's functions (and imports it).
-from ltx2k.kernels import ops as _ops  # noqa: E402
+# --- the registered ops: torch.ops.ltx2k.split_rope and its gradient -------------------
+# For every caller that is not plain inference (ltx2k.kernels.ops lists every op).
+
+
+@torch.library.custom_op("ltx2k::split_rope", mutates_args=())
+def split_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, variant: str, launch: str
+) -> torch.Tensor:
+    return _call(x, cos, sin, *_resolve(variant, launch))
+
+
+@split_rope.register_fake
+def _(x, cos, sin, variant, launch):
+    _resolve(variant, launch)
+    _validate(x, cos, sin)
+    _record.note_traced("split_rope", x, cos, sin)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op("ltx2k::split_rope_backward", mutates_args=())
+def split_rope_backward(grad: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    _, _, H, _ = _validate(grad, cos, sin)
+    # The forward's "blocked" work split: the backward reads and writes the same bytes.
+    cfg = _blocked(H)
+    return rope_backward.split_rope_backward(
+        grad, cos, sin, block_heads=cfg.block_heads, num_warps=cfg.num_warps
+    )
+
+
+@split_rope_backward.register_fake
+def _(grad, cos, sin):
+    _validate(grad, cos, sin)
+    return torch.empty(grad.shape, dtype=grad.dtype, device=grad.device)
+
+
+def _halves(t: torch.Tensor, H: int, half: int) -> torch.Tensor:
+    """``[B, S, H*D]`` -> ``[B, H, S, 2, D/2]``, the reference's view of x."""
+    B, S, _ = t.shape
+    return t.reshape(B, S, H, 2, half).permute(0, 2, 1, 3, 4)
+
+
+def _rope_setup(ctx, inputs, output) -> None:
+    x, cos, sin, _, _ = inputs
+    ctx.save_for_backward(x, cos, sin)
+
+
+def _rope_grad(ctx, grad):
+    x, cos, sin = ctx.saved_tensors
+    need_x, need_cos, need_sin = ctx.needs_input_grad[:3]
+    grad = grad.contiguous()
+    gx = None
+    if need_x:
+        gx = torch.ops.ltx2k.split_rope_backward(grad, cos, sin)
+    gcos, gsin = _cos_sin_grads(grad, x, cos, need_cos, need_sin)
+    return gx, gcos, gsin, None, None
+
+
+def _cos_sin_grads(a, b, cos, need_cos: bool, need_sin: bool):
+    """The cos and sin gradients of a split rotation, from a gradient *a* and what it
+    multiplies, *b*, each split in halves: the sum of a*b over the halves, a2*b1 - a1*b2.
+
+    Eager ops in the order eager autograd through the reference runs them (one bf16
+    rounding per product, then per sum), so they match it bit for bit; no kernel is
+    worth it for tensors B*S times smaller."""
+    if not (need_cos or need_sin):
+        return None, None
+    H, half = cos.shape[1], cos.shape[3]
+    a, b = _halves(a, H, half), _halves(b, H, half)
+    gcos = (a * b).sum(-2) if need_cos else None
+    gsin = a[..., 1, :] * b[..., 0, :] - a[..., 0, :] * b[..., 1, :] if need_sin else None
+    return gcos, gsin
+
+
+split_rope.register_autograd(_rope_grad, setup_context=_rope_setup)
+
+
+def _rope_backward_setup(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _rope_backward_grad(ctx, grad):
+    # The backward is gx1 = g1*cos + g2*sin, gx2 = g2*cos - g1*sin: linear in g and in
+    # (cos, sin). Its transpose in g is the rotation, with eager autograd's rounding
+    # (each product rounded, then the sum): the backward kernel with the sine negated,
+    # not the forward kernel, which adds the sine product unrounded. The cos/sin terms
+    # are eager ops, as in _rope_grad.
+    g, cos, sin = ctx.saved_tensors
+    need_g, need_cos, need_sin = ctx.needs_input_grad[:3]
+    grad = grad.contiguous()
+    gg = None
+    if need_g:
+        gg = torch.ops.ltx2k.split_rope_backward(grad, cos, -sin)
+    # products commute exactly, so (g, grad) in that order is the same bits
+    gcos, gsin = _cos_sin_grads(g, grad, cos, need_cos, need_sin)
+    return gg, gcos, gsin
+
+
+split_rope_backward.register_autograd(_rope_backward_grad, setup_context=_rope_backward_setup)
+
+
+@split_rope.register_vmap
+def _(info, in_dims, x, cos, sin, variant, launch):
+    # Every token is independent, so the vmapped dim folds into B; x must be contiguous
+    # for the kernel (reshape copies when the fold is not a view).
+    n = info.batch_size
+    xd, cd, sd = in_dims[:3]
+    xf = _routing.fold(x, xd, n).contiguous()
+    out = torch.ops.ltx2k.split_rope(
+        xf, _routing.fold(cos, cd, n), _routing.fold(sin, sd, n), variant, launch
+    )
+    return out.view(n, -1, *out.shape[1:]), 0
+
+
+@split_rope_backward.register_vmap
+def _(info, in_dims, grad, cos, sin):
+    n = info.batch_size
+    gd, cd, sd = in_dims
+    gf = _routing.fold(grad, gd, n).contiguous()
+    out = torch.ops.ltx2k.split_rope_backward(
+        gf, _routing.fold(cos, cd, n), _routing.fold(sin, sd, n)
+    )
+    return out.view(n, -1, *out.shape[1:]), 0
+
+
+# --- the public function's entry to the op ---------------------------------------------
+# A custom op's own autograd formula serves ``.backward()`` but not ``torch.func``
+# transforms (its generated Function has no ``setup_context``) nor forward-mode AD (it
+# takes no jvp formula). SplitRope adds both, with the same backward, and a jvp: split
+# RoPE is linear in ``x`` and in ``(cos, sin)``, so each tangent goes through the
+# forward kernel.
+
+
+class SplitRope(torch.autograd.Function):
+    """``torch.ops.ltx2k.split_rope`` with functorch-ready autograd and a jvp."""
+
+    generate_vmap_rule = True  # vmap runs forward under vmap: the op's own vmap rule
+
+    @staticmethod
+    def forward(x, cos, sin, variant, launch):
+        return torch.ops.ltx2k.split_rope(x, cos, sin, variant, launch)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, cos, sin, variant, launch = inputs
+        ctx.save_for_backward(x, cos, sin)
+        ctx.save_for_forward(x, cos, sin)
+        ctx.call = (variant, launch)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _rope_grad(ctx, grad)
+
+    @staticmethod
+    def jvp(ctx, x_t, cos_t, sin_t, _variant, _launch):
+        x, cos, sin = ctx.saved_tensors
+        # Linear in x and, separately, in (cos, sin): each tangent goes through the same
+        # kernel. functorch passes zeros for inputs without a tangent, eager forward AD None.
+        out_t = None
+        if x_t is not None:
+            out_t = torch.ops.ltx2k.split_rope(x_t.contiguous(), cos, sin, *ctx.call)
+        if cos_t is not None or sin_t is not None:
+            cos_t = torch.zeros_like(cos) if cos_t is None else cos_t
+            sin_t = torch.zeros_like(sin) if sin_t is None else sin_t
+            term = torch.ops.ltx2k.split_rope(x, cos_t, sin_t, *ctx.call)
+            out_t = term if out_t is None else out_t + term
+        return out_t
+
+
+def split_rope_routed(x, cos, sin, variant: str, launch: str) -> torch.Tensor:
+    """The public function's call when :func:`ltx2k.kernels._routing.routed` (or tracing)
+    sends it here. While torch.compile/export traces, the op itself: dynamo does not trace
+    an autograd.Function with a custom jvp, and AOTAutograd takes the op's registered
+    autograd instead."""
+    if torch.compiler.is_compiling():
+        return torch.ops.ltx2k.split_rope(x, cos, sin, variant, launch)
+    return SplitRope.apply(x, cos, sin, variant, launch)
+
+
+# --- the public function ---------------------------------------------------------------
+
+
+def apply_ltx2_split_rotary_emb(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    variant: str = variants.DEFAULT_VARIANT["split_rope"],
+    launch: str = "auto",
+) -> torch.Tensor:
+    """Apply LTX-2 split rotary embedding. Bit-identical to the eager BF16 reference on a GPU.
+
+    Args:
+        x: ``[B, S, H*D]`` bf16, contiguous.
+        cos, sin: ``[B, H, S, D/2]`` bf16, last-dim stride 1; other strides free
+            (e.g. a transposed ``[B, S, H, D/2]`` view).
+        variant: the device algorithm: ``"tiled_pdl"`` (default: ``"tiled"`` with
+            programmatic dependent launch where the GPU has it), ``"tiled"`` (a tile of
+            tokens x heads sized to the problem, ``"blocked"``'s configuration at decode
+            sizes),
+            ``"blocked"`` (up to 16 heads per program, adaptive ``num_warps``),
+            ``"per_head"`` (sglang's original: one head per program) or
+            ``"blocked_wide"`` (up to 32 heads per program).
+            ``"blocked_lean"`` and ``"blocked_native"`` are older names of
+            ``"blocked"`` with ``launch="lean"`` / ``"native"``.
+        launch: the host path: ``"auto"`` (default: ``"native"``), ``"native"`` (after
+            the first call with a given input layout the whole call is one C
+            function, ``ltx2k.kernels._native``; without a C++ compiler it warns once
+            and takes the lean path), ``"lean"`` (the compiled kernel's launcher,
+            skipping Triton's dispatcher, ``ltx2k.kernels._launch``) or ``"triton"``
+            (``kernel[grid]``). Every path launches the same compiled kernel.
+
+    Returns:
+        A new ``[B, S, H*D]`` bf16 tensor.
+    """
+    _checks.record_call("split_rope", x, cos, sin)
+    call = CALLS.get((variant, launch))  # inline: this is the hot path
+    if call is None:
+        raise _launch.bad_call(variant, launch, CALLS)
+    algo, path = call
+    if (
+        path == "native"
+        and not torch.compiler.is_compiling()
+        and _native.plain3(x, cos, sin)  # functorch, fake, meta, subclasses (C++: autograd)
+    ):
+        # None: not seen with this layout yet, or not eligible (the Python path decides)
+        out = _SITES[algo].call(x, cos, sin)
+        if out is not None:
+            return out
+    if torch.compiler.is_compiling() or _routing.routed(x, cos, sin):
+        return split_rope_routed(x, cos, sin, variant, launch)
+    return _launch_python(x, cos, sin, algo, path)

@@ -14,7 +14,9 @@ differ from eager autograd in the last bit; that is why this is a kernel of its
 own (docs/kernels/transforms.md).
 
 Shapes and layouts are the forward's (``ltx2k.kernels.rope``); ``g`` must be a
-contiguous ``[B, S, H*D]`` bf16 tensor (the op's backward makes it one).
+contiguous ``[B, S, H*D]`` bf16 tensor (the op's backward makes it one). The module is
+the kernel and its launcher; the op ``torch.ops.ltx2k.split_rope_backward`` is registered
+with the forward's in :mod:`ltx2k.kernels.rope`, which validates and picks the work split.
 """
 
 from __future__ import annotations
@@ -96,24 +98,26 @@ def _split_rope_backward_kernel(
     tl.store(out_row + first + HALF, _round_bf16(c2 - s2).to(tl.bfloat16), mask=mask)
 
 
-def split_rope_backward(g: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def split_rope_backward(
+    g: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, block_heads: int, num_warps: int
+) -> torch.Tensor:
     """``d(split RoPE)/dx`` applied to ``g``; ``g`` contiguous ``[B, S, H*D]`` bf16,
-    ``cos``/``sin`` as validated for the forward. Returns a new tensor like ``g``."""
-    from ltx2k.kernels import rope  # the forward's launch table (rope imports this module)
+    ``cos``/``sin`` as validated for the forward. Returns a new tensor like ``g``.
 
+    ``block_heads`` heads per program with ``num_warps`` warps: the caller's work split
+    (the registered op, ``torch.ops.ltx2k.split_rope_backward``, takes the forward's), so
+    that this module needs nothing from the forward's."""
     B, S, HD = g.shape
     H, half = cos.shape[1], cos.shape[3]
     out = torch.empty(g.shape, dtype=g.dtype, device=g.device)
     if B * S == 0:
         return out
-    # The forward's default work split: the backward reads and writes the same bytes.
-    cfg = rope.ALGORITHMS["blocked"](H)
     _launch.launch(
         _split_rope_backward_kernel,
-        (B * S, cfg.head_blocks),
+        (B * S, triton.cdiv(H, block_heads)),
         (g, cos, sin, out),
         (S, H, half, HD, *cos.stride()[:3], *sin.stride()[:3]),
-        (("BLOCK_HEADS", cfg.block_heads), ("BLOCK_HALF", triton.next_power_of_2(half))),
-        cfg.num_warps,
+        (("BLOCK_HEADS", block_heads), ("BLOCK_HALF", triton.next_power_of_2(half))),
+        num_warps,
     )
     return out
