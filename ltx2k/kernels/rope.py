@@ -482,13 +482,18 @@ def _rope_setup(ctx, inputs, output) -> None:
 
 def _rope_grad(ctx, grad):
     x, cos, sin = ctx.saved_tensors
-    need_x, need_cos, need_sin = ctx.needs_input_grad[:3]
+    return (*split_rope_grads(grad, x, cos, sin, *ctx.needs_input_grad[:3]), None, None)
+
+
+def split_rope_grads(grad, x, cos, sin, need_x: bool, need_cos: bool, need_sin: bool):
+    """``(gx, gcos, gsin)`` of ``split_rope(x, cos, sin)`` for the output gradient *grad*
+    (None where not needed): the backward kernel for x, eager ops for cos and sin. The
+    kernels whose output is split RoPE of something (the pair, the fused prologue) take
+    their gradients from here."""
     grad = grad.contiguous()
-    gx = None
-    if need_x:
-        gx = torch.ops.ltx2k.split_rope_backward(grad, cos, sin)
+    gx = torch.ops.ltx2k.split_rope_backward(grad, cos, sin) if need_x else None
     gcos, gsin = _cos_sin_grads(grad, x, cos, need_cos, need_sin)
-    return gx, gcos, gsin, None, None
+    return gx, gcos, gsin
 
 
 def _cos_sin_grads(a, b, cos, need_cos: bool, need_sin: bool):
