@@ -86,3 +86,61 @@ def real_data(**tensors: torch.Tensor) -> None:
                 "the Triton kernels read and write real memory. To trace them, call "
                 "torch.ops.ltx2k.* (or the public functions), which have fake implementations"
             )
+
+
+def rope_operands(
+    x: object, cos: object, sin: object, names: tuple[str, str, str] = ("x", "cos", "sin")
+) -> tuple[int, int, int, int]:
+    """Validate one split-RoPE operand triple (``x [B, S, H*D]``, ``cos``/``sin``
+    ``[B, H, S, D/2]``, all bf16) and return ``(B, S, H, D)``. *names* are the caller's
+    argument names, so a pair's error names ``k_cos`` rather than ``cos``."""
+    xn, cn, sn = names
+    x = tensor(xn, x)
+    cos = tensor(cn, cos)
+    sin = tensor(sn, sin)
+    rank(xn, x, 3, "[B, S, H*D]")
+    rank(cn, cos, 4, "[B, H, S, D/2]")
+    rank(sn, sin, 4, "[B, H, S, D/2]")
+    if sin.shape != cos.shape:
+        raise ValueError(
+            f"{sn}.shape must equal {cn}.shape, got {sn} {tuple(sin.shape)} vs {cn} "
+            f"{tuple(cos.shape)}"
+        )
+    for name, t in ((xn, x), (cn, cos), (sn, sin)):
+        dtype(name, t, (torch.bfloat16,))
+    contiguous(xn, x)
+    unit_last_stride(cn, cos)
+    unit_last_stride(sn, sin)
+    B, S, HD = x.shape
+    cb, H, cs, half = cos.shape
+    if cb != B:
+        raise ValueError(
+            f"{cn}.shape[0] (B) must equal {xn}.shape[0]={B}, got {cn} {tuple(cos.shape)}"
+        )
+    if cs != S:
+        raise ValueError(
+            f"{cn}.shape[2] (S) must equal {xn}.shape[1]={S}, got {cn} {tuple(cos.shape)}"
+        )
+    in_range("H", H, 1, MAX_ROPE_HEADS, f"head count ({cn}.shape[1])")
+    if HD % H:
+        raise ValueError(
+            f"{xn}.shape[2]={HD} is not a multiple of H={cn}.shape[1]={H} (mismatched H); "
+            f"{xn} {tuple(x.shape)}, {cn} {tuple(cos.shape)}"
+        )
+    D = HD // H
+    if D % 2:
+        raise ValueError(
+            f"head dim D = {xn}.shape[2] / H = {HD}/{H} = {D} is odd; split RoPE needs even D"
+        )
+    in_range("D", D, 2, MAX_ROPE_HEAD_DIM, "head dim")
+    if half != D // 2:
+        raise ValueError(
+            f"{cn}.shape[3] must be D/2 = {D // 2} ({xn}.shape[2]={HD}, H={H}), "
+            f"got {cn} {tuple(cos.shape)}"
+        )
+    return B, S, H, D
+
+
+# Split RoPE's supported sizes (every kernel in its layout).
+MAX_ROPE_HEADS = 1024
+MAX_ROPE_HEAD_DIM = 512

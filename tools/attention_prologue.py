@@ -1,0 +1,237 @@
+"""The attention prologue on a GPU: correctness, device time against its peers, host latency.
+
+What a developer reruns after touching ``ltx2k/kernels/rope_pair.py`` or
+``ltx2k/kernels/qknorm_rope.py`` (the numbers in docs/kernels/attention_prologue.md):
+
+1. every variant and launch path, bit-exact against its reference on random inputs at
+   LTX-2's prologue shapes (self-attention with shared cos/sin, cross-attention with
+   different q and k lengths);
+2. how far the fused reference is from ``F.rms_norm`` + split RoPE (bf16 ulps, share of
+   elements);
+3. device time with a cold L2 (``triton.testing.do_bench``: the cache flushed before each
+   call, median of the calls) of each variant and peer, side by side in one process;
+4. host latency at decode (median of batches of back-to-back calls, one sync per batch).
+
+    python tools/attention_prologue.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import triton.testing
+
+import ltx2k  # noqa: F401 - the lazy public API
+from ltx2k.kernels import qknorm_rope, rope, rope_pair
+from ltx2k.workload import reference
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    B: int
+    Sq: int
+    Sk: int
+    H: int
+    D: int
+    shared: bool
+
+
+CASES = (
+    Case("video self B1 S6144 H32 D128", 1, 6144, 6144, 32, 128, True),
+    Case("video self B2 S1536 H32 D128", 2, 1536, 1536, 32, 128, True),
+    Case("audio self B2 S251 H32 D64", 2, 251, 251, 32, 64, True),
+    Case("a2v cross B1 Sq6144 Sk126 H32 D64", 1, 6144, 126, 32, 64, False),
+    Case("v2a cross B1 Sq126 Sk6144 H32 D64", 1, 126, 6144, 32, 64, False),
+    Case("video self B2 S15810 H32 D64", 2, 15810, 15810, 32, 64, True),
+    Case("decode B1 S1 H32 D128", 1, 1, 1, 32, 128, True),
+)
+
+
+def make(case: Case, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    B, H, D = case.B, case.H, case.D
+
+    def x(S):
+        return torch.randn((B, S, H * D), generator=g, device="cuda").to(torch.bfloat16)
+
+    def angles(S):
+        ang = torch.rand((B, S, H, D // 2), generator=g, device="cuda") * 6.2831853
+        return ang.cos().to(torch.bfloat16).transpose(1, 2), ang.sin().to(torch.bfloat16).transpose(
+            1, 2
+        )
+
+    q, k = x(case.Sq), x(case.Sk)
+    q_cos, q_sin = angles(case.Sq)
+    k_cos, k_sin = (q_cos, q_sin) if case.shared else angles(case.Sk)
+    w = [
+        (1 + 0.1 * torch.randn(H * D, generator=g, device="cuda")).to(torch.bfloat16)
+        for _ in range(2)
+    ]
+    return q, k, w[0], w[1], q_cos, q_sin, k_cos, k_sin
+
+
+def ulp_gap(a: torch.Tensor, b: torch.Tensor) -> tuple[int, float]:
+    """Max distance in bf16 ulps (ordered bit patterns) and the share of unequal elements."""
+
+    def ordered(t):
+        i = t.view(torch.int16).to(torch.int32)
+        return torch.where(i < 0, -(i & 0x7FFF), i)
+
+    d = (ordered(a) - ordered(b)).abs()
+    return int(d.max()), float((d != 0).float().mean())
+
+
+def cold_us(fn) -> float:
+    return 1000 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def host_us(fn, calls: int = 2000, batches: int = 5) -> float:
+    fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        per.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(per)
+
+
+def pair_fns(args):
+    q, k, _, _, qc, qs, kc, ks = args
+    pair = rope_pair.apply_ltx2_split_rotary_emb_pair
+    fns = {
+        f"pair {v}": (lambda v=v: pair(q, k, qc, qs, kc, ks, variant=v))
+        for v in rope_pair.ACCEPTED_VARIANTS
+    }
+    fns["two single launches"] = lambda: (
+        rope.apply_ltx2_split_rotary_emb(q, qc, qs),
+        rope.apply_ltx2_split_rotary_emb(k, kc, ks),
+    )
+    fns["pair eager"] = lambda: reference.split_rope_pair_reference(q, k, qc, qs, kc, ks)
+    fns["one single launch (q)"] = lambda: rope.apply_ltx2_split_rotary_emb(q, qc, qs)
+    return fns
+
+
+_COMPILED = {}
+
+
+def compiled(fn):
+    if fn not in _COMPILED:
+        import torch._inductor.config as cfg
+
+        cfg.emulate_precision_casts = True
+        _COMPILED[fn] = torch.compile(fn, fullgraph=True, dynamic=False)
+    return _COMPILED[fn]
+
+
+def prologue_fns(args):
+    q, k, qw, kw, qc, qs, kc, ks = args
+    fns = {
+        f"fused {v}": (lambda v=v: qknorm_rope.ltx2_qknorm_split_rope_pair(*args, EPS, variant=v))
+        for v in qknorm_rope.ACCEPTED_VARIANTS
+    }
+    fns["unfused eager"] = lambda: reference.unfused_prologue(*args, EPS)
+    fns["unfused compiled"] = lambda: compiled(reference.unfused_prologue)(*args, EPS)
+
+    def norm_then_pair():
+        h = (q.shape[-1],)
+        qn = torch.nn.functional.rms_norm(q, h, qw, EPS)
+        kn = torch.nn.functional.rms_norm(k, h, kw, EPS)
+        return rope_pair.apply_ltx2_split_rotary_emb_pair(qn, kn, qc, qs, kc, ks)
+
+    fns["rms_norm + ltx2k pair"] = norm_then_pair
+    return fns
+
+
+def check(case: Case, args, log) -> list[str]:
+    failures = []
+    q, k, qw, kw, qc, qs, kc, ks = args
+    want = reference.split_rope_pair_reference(q, k, qc, qs, kc, ks)
+    for (variant, launch), _ in sorted(rope_pair.CALLS.items()):
+        for call in range(2):  # the native path records, then replays
+            got = rope_pair.apply_ltx2_split_rotary_emb_pair(
+                q, k, qc, qs, kc, ks, variant=variant, launch=launch
+            )
+            if not all(torch.equal(a, b) for a, b in zip(got, want, strict=True)):
+                failures.append(f"pair {variant}/{launch} call {call} at {case.label}")
+    want = reference.qknorm_split_rope_pair_reference(*args, EPS)
+    for (variant, launch), _ in sorted(qknorm_rope.CALLS.items()):
+        for call in range(2):
+            got = qknorm_rope.ltx2_qknorm_split_rope_pair(
+                *args, EPS, variant=variant, launch=launch
+            )
+            if not all(torch.equal(a, b) for a, b in zip(got, want, strict=True)):
+                gaps = [ulp_gap(a, b) for a, b in zip(got, want, strict=True)]
+                failures.append(f"fused {variant}/{launch} call {call} at {case.label}: {gaps}")
+    unfused = reference.unfused_prologue(*args, EPS)
+    gaps = [ulp_gap(a, b) for a, b in zip(want, unfused, strict=True)]
+    log(f"  fused reference vs F.rms_norm + split RoPE: q {gaps[0]}, k {gaps[1]} (max ulps, share)")
+    return failures
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write every number here")
+    ap.add_argument("--cases", default="", help="comma-separated substrings of case labels")
+    ap.add_argument("--no-time", action="store_true", help="correctness only")
+    ap.add_argument(
+        "--sweep", action="store_true", help="also time the fused tiled kernel's warp counts"
+    )
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("attention_prologue: needs a CUDA GPU", file=sys.stderr)
+        return 2
+
+    def log(msg):
+        print(msg, flush=True)
+
+    log(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    wanted = [w for w in a.cases.split(",") if w]
+    results, failures = [], []
+    for case in CASES:
+        if wanted and not any(w in case.label for w in wanted):
+            continue
+        log(f"{case.label}")
+        args = make(case)
+        failures += check(case, args, log)
+        if a.no_time:
+            continue
+        row = {"case": asdict(case), "cold_us": {}, "host_us": {}}
+        for name, fn in {**pair_fns(args), **prologue_fns(args)}.items():
+            row["cold_us"][name] = cold_us(fn)
+            if case.Sq == 1:
+                row["host_us"][name] = host_us(fn)
+        for name, us in row["cold_us"].items():
+            host = row["host_us"].get(name)
+            log(f"  {name:24s} {us:9.2f} us" + (f"   host {host:7.2f} us" if host else ""))
+        if a.sweep:
+            for ept in (2, 4, 8, 16):
+                for mw in (4, 8, 16):
+                    qknorm_rope.ELEMENTS_PER_THREAD, qknorm_rope.MAX_WARPS = ept, mw
+                    fn = prologue_fns(args)["fused tiled"]
+                    us = cold_us(fn)
+                    row["cold_us"][f"fused tiled ept={ept} max_warps={mw}"] = us
+                    log(f"  sweep ept={ept} max_warps={mw}: {us:9.2f} us")
+            qknorm_rope.ELEMENTS_PER_THREAD, qknorm_rope.MAX_WARPS = 4, 8
+        results.append(row)
+    for f in failures:
+        log(f"MISMATCH {f}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"failures": failures, "results": results}, fh, indent=1)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
