@@ -11,8 +11,10 @@
 // here, keyed by everything the Python path's decisions depend on: each input
 // tensor's sizes, strides, dtype, device and data_ptr % 128. A later call whose
 // inputs have the same key would take exactly the same decisions (same
-// validation verdict, same output shape, same grid, same scalars), so call()
-// replays them: allocate the output, fill the pointers, cuLaunchKernel. Which
+// validation verdict, same output shapes, same grid, same scalars), so call()
+// replays them: allocate the outputs, fill the pointers, cuLaunchKernel. A site has
+// one output (returned as it is, or as its unbind(0) views) or several (returned as a
+// tuple, each its own allocation, as the Python path's torch.empty calls make them). Which
 // binary kernel[grid] would launch is Triton's decision, so each replay first
 // asks Triton's own in-memory cache (see triton_still_selects). Any miss, or
 // anything unusual, returns None and the caller takes the Python path, so this
@@ -159,7 +161,15 @@ enum ArgKind : int { ARG_INPUT = 0, ARG_OUTPUT = 1, ARG_I32 = 2, ARG_I64 = 3 };
 
 struct Arg {
   int kind;
-  int64_t value;  // input index, or the scalar
+  int64_t value;  // input index, output index, or the scalar
+};
+
+// One output of a recorded launch: what the replay allocates with at::empty.
+struct Output {
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype = c10::ScalarType::BFloat16;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  int64_t align = 0;  // data_ptr % kAlignKey of the recorded output (the binary's class)
 };
 
 // One recorded launch. Immutable once published: record() builds a new Entry and swaps
@@ -175,10 +185,7 @@ struct Entry {
   unsigned shared = 0;
   bool pdl = false;  // launched with programmatic dependent launch
   std::vector<Arg> args;
-  std::vector<int64_t> out_sizes;
-  c10::ScalarType out_dtype = c10::ScalarType::BFloat16;
-  c10::Device out_device = c10::Device(c10::DeviceType::CPU);
-  int64_t out_align = 0;
+  std::vector<Output> outputs;  // the site's n_outputs, in the order call() returns them
   // What selected the binary (triton_still_selects): the JITFunction, the key of its
   // per-device caches, the key Triton's in-memory cache holds the launch under, the
   // CompiledKernel there (also keeps its module and function loaded), and the two
@@ -201,7 +208,8 @@ using EntryMap = std::unordered_map<std::vector<int64_t>, EntryPtr, KeyHash>;
 struct Site {
   std::string name;
   int n_inputs = 0;
-  bool unbind = false;  // return out.unbind(0) instead of out
+  int n_outputs = 1;    // > 1: call() returns a tuple of that many separate tensors
+  bool unbind = false;  // return out.unbind(0) instead of out (one output only)
   // Guards `entries` and `last_error`. Held only around map operations, never while
   // Python code can run (an entry's destruction decrefs Python objects, so replaced or
   // cleared entries are destroyed after unlocking): a thread blocked on this mutex while
@@ -216,6 +224,7 @@ struct Site {
 constexpr size_t kMaxEntries = 4096;  // as _launch.MAX_ENTRIES: a shape sweep starts over
 constexpr int64_t kAlignKey = 128;    // as _launch.ALIGN_KEY, finer than Triton's 16
 constexpr int kMaxSites = 256;        // one per (public function, variant); tests add a few
+constexpr int kMaxOutputs = 4;        // as _native.MAX_OUTPUTS: q and k need two
 
 // Sites live at fixed addresses for the life of the process: a Site* taken by one
 // call stays valid while another thread adds a site (a std::vector<Site> would move
@@ -491,13 +500,16 @@ EntryPtr lookup(Site& site, PyObject* const* inputs, Py_ssize_t n) {
   return e;
 }
 
-PyObject* wrap_output(const Site& site, at::Tensor out) {
-  if (!site.unbind) return THPVariable_Wrap(std::move(out));
-  std::vector<at::Tensor> views = out.unbind(0);
-  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(views.size()));
+// A replay's outputs: a fixed array, so that one output costs no heap allocation.
+using Outputs = std::array<at::Tensor, kMaxOutputs>;
+
+// A tuple of tensors[0..n) (moved from), or nullptr with a Python error set.
+template <class Tensors>
+PyObject* tuple_of(Tensors& tensors, size_t n) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(n));
   if (tuple == nullptr) return nullptr;
-  for (size_t i = 0; i < views.size(); ++i) {
-    PyObject* v = THPVariable_Wrap(std::move(views[i]));
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* v = THPVariable_Wrap(std::move(tensors[i]));
     if (v == nullptr) {
       Py_DECREF(tuple);
       return nullptr;
@@ -507,26 +519,43 @@ PyObject* wrap_output(const Site& site, at::Tensor out) {
   return tuple;
 }
 
-// The replay. Returns the output, Py_None for a miss, or nullptr with a Python error
+// What call() returns: the one output, its unbind(0) views, or a tuple of the outputs.
+PyObject* wrap_outputs(const Site& site, Outputs& outs, size_t n_out) {
+  if (n_out > 1) return tuple_of(outs, n_out);
+  if (!site.unbind) return THPVariable_Wrap(std::move(outs[0]));
+  std::vector<at::Tensor> views = outs[0].unbind(0);
+  return tuple_of(views, views.size());
+}
+
+// The replay. Returns the output(s), Py_None for a miss, or nullptr with a Python error
 // set where a Python API call failed after the launch.
 PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
   EntryPtr held = lookup(site, inputs, n);
   if (!held || !driver_ready()) return Py_None;
   const Entry& e = *held;
-  // Only what a real launch recorded: a CUDA output, a function and a context. (A thread
+  // Only what a real launch recorded: CUDA outputs, a function and a context. (A thread
   // that never touched CUDA has no current context, and must not match a null one.)
-  if (!e.out_device.is_cuda() || e.function == nullptr || e.context == nullptr) return Py_None;
+  const size_t n_out = e.outputs.size();
+  if (n_out == 0 || n_out > kMaxOutputs || e.function == nullptr || e.context == nullptr)
+    return Py_None;
+  for (const Output& o : e.outputs)
+    if (!o.device.is_cuda()) return Py_None;
   CUcontext ctx = nullptr;
   // another device (or none) is current: the Python path decides
   if (g_driver.ctx_current(&ctx) != 0 || ctx == nullptr || ctx != e.context) return Py_None;
   void* stream = nullptr;
   if (g_driver.stream(e.device, &stream) != 0) return Py_None;
   // Out of memory throws here: a miss, and the Python path raises torch.OutOfMemoryError.
-  at::Tensor out =
-      at::empty(e.out_sizes, at::TensorOptions().dtype(e.out_dtype).device(e.out_device));
-  const uint64_t out_ptr = reinterpret_cast<uintptr_t>(out.const_data_ptr());
-  // compiled for another alignment: the Python path re-specializes
-  if (static_cast<int64_t>(out_ptr % kAlignKey) != e.out_align) return Py_None;
+  // Each output is its own allocation, as the Python path's torch.empty calls make them.
+  Outputs outs;
+  uint64_t out_ptrs[kMaxOutputs];
+  for (size_t j = 0; j < n_out; ++j) {
+    const Output& o = e.outputs[j];
+    outs[j] = at::empty(o.sizes, at::TensorOptions().dtype(o.dtype).device(o.device));
+    out_ptrs[j] = reinterpret_cast<uintptr_t>(outs[j].const_data_ptr());
+    // compiled for another alignment: the Python path re-specializes
+    if (static_cast<int64_t>(out_ptrs[j] % kAlignKey) != o.align) return Py_None;
+  }
   // Parameter storage in the order of the compiled kernel's signature, then
   // Triton 3.6's two trailing scratch pointers (null: recorded only without scratch).
   const size_t n_args = e.args.size();
@@ -540,8 +569,8 @@ PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
         storage[i] =
             reinterpret_cast<uintptr_t>(THPVariable_Unpack(inputs[a.value]).const_data_ptr());
         break;
-      case ARG_OUTPUT:
-        storage[i] = out_ptr;
+      case ARG_OUTPUT:  // record() checked the index against the site's n_outputs
+        storage[i] = out_ptrs[a.value];
         break;
       case ARG_I32: {
         int32_t v = static_cast<int32_t>(a.value);
@@ -590,10 +619,11 @@ PyObject* replay(Site& site, PyObject* const* inputs, Py_ssize_t n) {
     throw std::runtime_error("launch of " + site.name + " failed: CUDA error " +
                              std::to_string(r) + " (" + msg + ")");
   }
-  return wrap_output(site, std::move(out));
+  return wrap_outputs(site, outs, n_out);
 }
 
-// call(site, *inputs) -> output (or a tuple of its unbind(0) views), or None.
+// call(site, *inputs) -> output (or a tuple of its unbind(0) views, or a tuple of the
+// site's n_outputs outputs), or None.
 PyObject* call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 1) {
     PyErr_SetString(PyExc_TypeError, "call(site, *inputs)");
@@ -643,14 +673,26 @@ PyObject* probe(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyBool_FromLong(hit);
 }
 
-// new_site(name, n_inputs, unbind) -> id
+// new_site(name, n_inputs, unbind[, n_outputs]) -> id
 PyObject* new_site(PyObject*, PyObject* args) {
   return guarded([&]() -> PyObject* {
     const char* name;
-    int n_inputs, unbind;
-    if (!PyArg_ParseTuple(args, "sip", &name, &n_inputs, &unbind)) return nullptr;
+    int n_inputs, unbind, n_outputs = 1;
+    if (!PyArg_ParseTuple(args, "sip|i", &name, &n_inputs, &unbind, &n_outputs)) return nullptr;
     if (n_inputs < 1 || n_inputs > 16) {
       PyErr_Format(PyExc_ValueError, "n_inputs must be in [1, 16], got %d", n_inputs);
+      return nullptr;
+    }
+    if (n_outputs < 1 || n_outputs > kMaxOutputs) {
+      PyErr_Format(PyExc_ValueError, "n_outputs must be in [1, %d], got %d", kMaxOutputs,
+                   n_outputs);
+      return nullptr;
+    }
+    if (unbind && n_outputs > 1) {
+      PyErr_Format(PyExc_ValueError,
+                   "site %s: unbind returns one output's unbind(0) views; it cannot be "
+                   "combined with n_outputs=%d",
+                   name, n_outputs);
       return nullptr;
     }
     std::lock_guard<std::mutex> lock(g_new_site_mutex);
@@ -662,6 +704,7 @@ PyObject* new_site(PyObject*, PyObject* args) {
     auto site = std::make_unique<Site>();
     site->name = name;
     site->n_inputs = n_inputs;
+    site->n_outputs = n_outputs;
     site->unbind = unbind != 0;
     g_sites[static_cast<size_t>(id)].store(site.release(), std::memory_order_release);
     g_n_sites.store(id + 1, std::memory_order_release);
@@ -685,6 +728,8 @@ PyObject* configure(PyObject*, PyObject* args) {
 
 // record(site, inputs, out, function, context, device, grid, block, shared, args,
 //        (kernel, device_key, cache_key, compiled, debug, instrumentation)[, pdl]) -> bool
+// out: the output Tensor, or a tuple of the site's n_outputs Tensors where it has several;
+// args: (kind, value) per kernel parameter, ARG_OUTPUT's value indexing out.
 PyObject* record(PyObject*, PyObject* a) {
   return guarded([&]() -> PyObject* {
     PyObject *site_obj, *inputs, *out_obj, *grid, *arg_list, *triton;
@@ -710,16 +755,45 @@ PyObject* record(PyObject*, PyObject* a) {
                       "instrumentation)");
       return nullptr;
     }
-    if (!THPVariable_Check(out_obj)) {
-      PyErr_SetString(PyExc_TypeError, "out must be a Tensor");
-      return nullptr;
+    PyObject* const* outs = &out_obj;
+    Py_ssize_t n_out = 1;
+    if (site->n_outputs == 1) {
+      if (!THPVariable_Check(out_obj)) {
+        PyErr_SetString(PyExc_TypeError, "out must be a Tensor");
+        return nullptr;
+      }
+    } else {
+      if (!PyTuple_Check(out_obj)) {
+        PyErr_Format(PyExc_TypeError, "site %s has %d outputs: out must be a tuple of Tensors",
+                     site->name.c_str(), site->n_outputs);
+        return nullptr;
+      }
+      n_out = PyTuple_GET_SIZE(out_obj);
+      if (n_out != site->n_outputs) {
+        PyErr_Format(PyExc_ValueError, "site %s records %d outputs, got %zd",
+                     site->name.c_str(), site->n_outputs, n_out);
+        return nullptr;
+      }
+      outs = &PyTuple_GET_ITEM(out_obj, 0);
+      for (Py_ssize_t j = 0; j < n_out; ++j) {
+        if (!THPVariable_Check(outs[j])) {
+          PyErr_SetString(PyExc_TypeError, "out must be a tuple of Tensors");
+          return nullptr;
+        }
+      }
     }
     std::vector<int64_t> key;
-    if (!plain_context() || !replayable(out_obj) ||
-        !build_key(&PyTuple_GET_ITEM(inputs, 0), site->n_inputs, key))
+    if (!plain_context() || !build_key(&PyTuple_GET_ITEM(inputs, 0), site->n_inputs, key))
       Py_RETURN_FALSE;
-    const at::Tensor& out = THPVariable_Unpack(out_obj);
-    if (!out.is_contiguous() || out.dim() < (site->unbind ? 1 : 0)) Py_RETURN_FALSE;
+    for (Py_ssize_t j = 0; j < n_out; ++j) {
+      if (!replayable(outs[j])) Py_RETURN_FALSE;
+      const at::Tensor& out = THPVariable_Unpack(outs[j]);
+      if (!out.is_contiguous() || out.dim() < (site->unbind ? 1 : 0)) Py_RETURN_FALSE;
+      // The replay gives each output its own allocation: outputs that share memory are
+      // not a launch it can repeat.
+      for (Py_ssize_t k = 0; k < j; ++k)
+        if (out.is_alias_of(THPVariable_Unpack(outs[k]))) Py_RETURN_FALSE;
+    }
     // A PDL launch replayed without its attribute would still be right (the kernel's
     // wait is a no-op then) but not the launch the Python path makes: not recorded.
     if (pdl && (!driver_ready() || g_driver.launch_ex == nullptr)) Py_RETURN_FALSE;
@@ -740,17 +814,23 @@ PyObject* record(PyObject*, PyObject* a) {
         return nullptr;
       arg.value = value;
       if (arg.kind < ARG_INPUT || arg.kind > ARG_I64 ||
-          (arg.kind == ARG_INPUT && (value < 0 || value >= site->n_inputs))) {
+          (arg.kind == ARG_INPUT && (value < 0 || value >= site->n_inputs)) ||
+          (arg.kind == ARG_OUTPUT && (value < 0 || value >= site->n_outputs))) {
         PyErr_Format(PyExc_ValueError, "bad argument spec (%d, %lld)", arg.kind, value);
         return nullptr;
       }
       e->args.push_back(arg);
     }
-    e->out_sizes = out.sizes().vec();
-    e->out_dtype = out.scalar_type();
-    e->out_device = out.device();
-    e->out_align =
-        static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.const_data_ptr()) % kAlignKey);
+    e->outputs.resize(static_cast<size_t>(n_out));
+    for (Py_ssize_t j = 0; j < n_out; ++j) {
+      const at::Tensor& out = THPVariable_Unpack(outs[j]);
+      Output& o = e->outputs[static_cast<size_t>(j)];
+      o.sizes = out.sizes().vec();
+      o.dtype = out.scalar_type();
+      o.device = out.device();
+      o.align =
+          static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.const_data_ptr()) % kAlignKey);
+    }
     e->kernel.reset(PyTuple_GET_ITEM(triton, 0));
     e->device_key.reset(PyTuple_GET_ITEM(triton, 1));
     e->cache_key.reset(PyTuple_GET_ITEM(triton, 2));
@@ -979,10 +1059,10 @@ PyMethodDef methods[] = {
     {"shape_add", shape_add, METH_VARARGS, "shape_add(recordings, key, n)"},
     {"scalar_type_dtype", scalar_type_dtype, METH_O, "the torch.dtype of a scalar type code"},
     {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call)), METH_FASTCALL,
-     "call(site, *inputs) -> output or None"},
+     "call(site, *inputs) -> output, tuple of outputs, or None"},
     {"probe", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(probe)), METH_FASTCALL,
      "probe(site, *inputs) -> bool"},
-    {"new_site", new_site, METH_VARARGS, "new_site(name, n_inputs, unbind) -> id"},
+    {"new_site", new_site, METH_VARARGS, "new_site(name, n_inputs, unbind[, n_outputs]) -> id"},
     {"configure", configure, METH_VARARGS, "configure(runtime_knobs, compilation_knobs)"},
     {"record", record, METH_VARARGS, "record a launch the Python path made"},
     {"stats", stats, METH_O, "stats(site) -> (entries, hits, misses)"},

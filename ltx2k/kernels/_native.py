@@ -12,10 +12,11 @@ How (``_native.cpp`` has the details): a :class:`Site` is one public function.
 Its Python path validates, allocates, launches through Triton's normal
 ``kernel[grid]`` and then :meth:`Site.record` stores the launch, keyed by every
 input tensor's sizes, strides, dtype, device and ``data_ptr() % 128``. The
-Python path's decisions (the validation verdict, output shape, grid, scalars)
+Python path's decisions (the validation verdict, output shapes, grid, scalars)
 are functions of exactly that key, so a later ``site.call(*inputs)`` with the
-same key replays them in C++: allocate the output with ``at::empty``, fill the
-kernel's parameters, ``cuLaunchKernel`` on the current stream. Which binary to
+same key replays them in C++: allocate the output (or each of a site's several
+outputs, separately) with ``at::empty``, fill the kernel's parameters,
+``cuLaunchKernel`` on the current stream. Which binary to
 launch is Triton's decision: the replay checks that Triton's in-memory cache
 still holds the recorded ``CompiledKernel`` under the cache key Triton computed
 for the recorded launch, with the same launch-time options. Anything else -- a
@@ -59,8 +60,11 @@ import torch
 from ltx2k.kernels import _checks, _launch
 
 SOURCE = Path(__file__).with_name("_native.cpp")
-# Argument kinds of the recorded parameter list (ArgKind in _native.cpp).
+# Argument kinds of the recorded parameter list (ArgKind in _native.cpp): (ARG_INPUT, i)
+# is inputs[i], (ARG_OUTPUT, j) the site's output j, the scalars carry their value.
 ARG_INPUT, ARG_OUTPUT, ARG_I32, ARG_I64 = 0, 1, 2, 3
+# The most outputs one site returns (kMaxOutputs in _native.cpp).
+MAX_OUTPUTS = 4
 # Triton signature types of scalars this path passes, and how.
 _SCALAR_KINDS = {"i32": ARG_I32, "i64": ARG_I64}
 
@@ -257,16 +261,32 @@ _ALL_SITES: weakref.WeakSet = weakref.WeakSet()
 class Site:
     """One public function's memo of launches.
 
+    ``call(*inputs)`` returns what the Python path returns for these inputs, or
+    ``None`` (a miss: the caller takes its Python path). With one output (the
+    default) that is the output tensor, or with ``unbind=True`` the tuple of its
+    ``unbind(0)`` views; with ``n_outputs > 1``, a tuple of ``n_outputs`` tensors,
+    each its own allocation, in the order :meth:`launch_and_record` got them.
+
     ``call`` is a C function once the module is built (``functools.partial``
     adds no Python frame); until then, and where the module is unavailable, a
     Python function that returns ``None``. Callers check :func:`plain2` /
     :func:`plain3` first.
     """
 
-    def __init__(self, name: str, n_inputs: int, unbind: bool):
+    def __init__(self, name: str, n_inputs: int, unbind: bool = False, n_outputs: int = 1):
+        if not 1 <= n_outputs <= MAX_OUTPUTS:
+            raise ValueError(
+                f"site {name}: n_outputs must be in [1, {MAX_OUTPUTS}], got {n_outputs}"
+            )
+        if unbind and n_outputs > 1:
+            raise ValueError(
+                f"site {name}: unbind=True returns one output's unbind(0) views; "
+                f"it cannot be combined with n_outputs={n_outputs}"
+            )
         self.name = name
         self.n_inputs = n_inputs
         self.unbind = unbind
+        self.n_outputs = n_outputs
         self.id: int | None = None
         self.call = self._first_call
         _ALL_SITES.add(self)
@@ -279,7 +299,11 @@ class Site:
         if self.id is None:
             with _launch.LOCK:  # one C++ site per Site, whichever thread binds first
                 if self.id is None:
-                    self.id = mod.new_site(self.name, self.n_inputs, self.unbind)
+                    self.id = (
+                        mod.new_site(self.name, self.n_inputs, self.unbind)
+                        if self.n_outputs == 1
+                        else mod.new_site(self.name, self.n_inputs, self.unbind, self.n_outputs)
+                    )
         self.call = functools.partial(mod.call, self.id)
         return True
 
@@ -311,7 +335,7 @@ class Site:
         kernel,
         grid: tuple[int, ...],
         inputs: tuple[torch.Tensor, ...],
-        out: torch.Tensor,
+        out: torch.Tensor | tuple[torch.Tensor, ...],
         tensors: tuple[torch.Tensor, ...],
         scalars: tuple[int, ...],
         constexprs: tuple[tuple[str, Any], ...],
@@ -320,9 +344,15 @@ class Site:
     ) -> None:
         """Launch as ``_launch.launch`` would; where the module is built, through Triton's
         normal path, and record the launch so that the next call with these inputs' key
-        is replayed by ``call``. ``tensors`` are the kernel's tensor arguments, each one of
-        ``inputs`` or ``out`` (by identity). While ``torch.compile`` traces, a plain
-        launch: dynamo must see ``kernel[grid]``, and nothing is recorded."""
+        is replayed by ``call``. ``out`` is the output tensor, or with ``n_outputs > 1`` a
+        tuple of that many separately allocated tensors (``call`` returns them in this
+        order). ``tensors`` are the kernel's tensor arguments in its parameter order, each
+        one of ``inputs`` or of the outputs (by identity). While ``torch.compile`` traces,
+        a plain launch: dynamo must see ``kernel[grid]``, and nothing is recorded.
+
+        Raises ``TypeError``/``ValueError`` (before launching) if ``out`` is not the site's
+        number of outputs."""
+        outs = (out,) if self.n_outputs == 1 and isinstance(out, _Tensor) else self._outputs(out)
         if torch.compiler.is_compiling():
             _launch.launch(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
             return
@@ -335,12 +365,29 @@ class Site:
         compiled = _launch._normal(
             kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl
         )
-        if not _plain_all((*inputs, out)):
+        if not _plain_all((*inputs, *outs)):
             return  # launched as the other variants launch; nothing the replay could repeat
         try:
             self._record(mod, kernel, compiled, grid, inputs, out, tensors, scalars, constexprs)
         except Exception as e:  # a protocol this code does not know: the launch itself is done
             _stop_replays(f"recording a launch failed ({type(e).__name__}: {e})")
+
+    def _outputs(self, out) -> tuple[torch.Tensor, ...]:
+        """``out`` as a tuple of the site's outputs; raises if it is not ``n_outputs`` of them."""
+        if self.n_outputs == 1:
+            if isinstance(out, _Tensor):
+                return (out,)
+            raise TypeError(
+                f"site {self.name} has one output: out must be a Tensor, got {type(out).__name__}"
+            )
+        if not isinstance(out, tuple):
+            raise TypeError(
+                f"site {self.name} has {self.n_outputs} outputs: out must be a tuple of "
+                f"Tensors, got {type(out).__name__}"
+            )
+        if len(out) != self.n_outputs:
+            raise ValueError(f"site {self.name} records {self.n_outputs} outputs, got {len(out)}")
+        return out
 
     def _record(self, mod, kernel, compiled, grid, inputs, out, tensors, scalars, constexprs):
         if hasattr(compiled, "result"):  # async compile mode hands back a future
@@ -412,6 +459,8 @@ def arg_spec(
 ) -> list[tuple[int, int]] | None:
     """The compiled kernel's parameters as (kind, value) pairs, or None if this path
     cannot pass them (the call then stays on the Python path; nothing is recorded).
+    ``out`` is the output tensor or a tuple of the outputs: a pointer argument that is
+    output ``j`` (by identity) is ``(ARG_OUTPUT, j)``.
 
     Triton 3.6's launcher passes every non-constexpr parameter of the compiled
     signature in order -- ints specialized to 1 are "constexpr" there and are
@@ -431,6 +480,7 @@ def arg_spec(
             return None
     except AttributeError:
         return None
+    outs = out if isinstance(out, tuple) else (out,)
     values = (*tensors, *scalars)
     if list(signature) != list(kernel.arg_names) or not _launch._params_match(
         kernel, len(values), constexprs
@@ -443,8 +493,9 @@ def arg_spec(
         if ty == "constexpr":
             continue
         if ty.startswith("*"):
-            if value is out:
-                spec.append((ARG_OUTPUT, 0))
+            index = next((j for j, t in enumerate(outs) if t is value), None)
+            if index is not None:
+                spec.append((ARG_OUTPUT, index))
                 continue
             index = next((i for i, t in enumerate(inputs) if t is value), None)
             if index is None:
