@@ -150,6 +150,32 @@ def test_kernels_import_graph_has_no_cycle():
     assert cycle is None, describe(cycle)
 
 
+def _registered_ops(path: Path) -> set[str]:
+    """The ``ltx2k::`` op names a module registers (``torch.library.custom_op("ltx2k::x")``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) in ("custom_op", "triton_op")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("ltx2k::")
+        ):
+            names.add(node.args[0].value.removeprefix("ltx2k::"))
+    return names
+
+
+def test_ops_is_the_index_of_every_registered_op():
+    # Importing ltx2k.kernels.ops registers every op, and its docstring lists each one.
+    graph = import_graph(ROOT, PACKAGE)
+    indexed = {e.target for e in graph["ltx2k.kernels.ops"]}
+    index = ast.get_docstring(ast.parse((ROOT / "ltx2k/kernels/ops.py").read_text()))
+    for module, path in _modules(ROOT, PACKAGE).items():
+        for op in _registered_ops(path):
+            assert module in indexed, f"{module} registers ltx2k::{op}; ops.py must import it"
+            assert f"torch.ops.ltx2k.{op}(" in index, f"ops.py's docstring must list {op}"
+
+
 def _write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
