@@ -180,6 +180,69 @@ def check(case: Case, args, log) -> list[str]:
     return failures
 
 
+def sweep(args, row, log) -> None:
+    """Time the tiled configurations' alternatives: the fused kernel's layout of shared
+    cos/sin and its warps, the pair's warps."""
+    fused_tiled, pair_tiled = qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"]
+    layout = qknorm_rope.SHARED_LAYOUT
+    try:
+        for lay in (qknorm_rope.SHARED, qknorm_rope.INTERLEAVED):
+            for warps in (2, 4, 8, 16):
+                qknorm_rope.SHARED_LAYOUT = lay
+                qknorm_rope.ALGORITHMS["tiled"] = lambda *p, w=warps: fused_tiled(*p)._replace(
+                    num_warps=w
+                )
+                us = cold_us(prologue_fns(args)["fused tiled"])
+                row["cold_us"][f"fused tiled layout={lay} warps={warps}"] = us
+                log(f"  sweep fused layout={lay} warps={warps}: {us:9.2f} us")
+        for warps in (4, 8, 16, 32):
+            rope_pair.ALGORITHMS["tiled"] = lambda *p, w=warps: pair_tiled(*p)._replace(num_warps=w)
+            us = cold_us(pair_fns(args)["pair tiled"])
+            row["cold_us"][f"pair tiled warps={warps}"] = us
+            log(f"  sweep pair warps={warps}: {us:9.2f} us")
+    finally:
+        qknorm_rope.SHARED_LAYOUT = layout
+        qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"] = fused_tiled, pair_tiled
+
+
+def host_detail(log) -> dict:
+    """Where a decode call's host time goes: the public functions against their native
+    replays called directly, next to split RoPE's."""
+    case = CASES[-1]
+    q, k, qw, kw, qc, qs, kc, ks = make(case)
+    out = {}
+    pair = rope_pair.apply_ltx2_split_rotary_emb_pair
+    fused = qknorm_rope.ltx2_qknorm_split_rope_pair
+    pair(q, k, qc, qs, qc, qs)
+    fused(q, k, qw, kw, qc, qs, qc, qs, EPS)
+    rope.apply_ltx2_split_rotary_emb(q, qc, qs)
+    pair_site = rope_pair._SITES["tiled_pdl", True]
+    fused_site = qknorm_rope._site("tiled_pdl", True, EPS)
+    rope_site = rope._SITES["tiled_pdl"]
+    fns = {
+        "single rope, public": lambda: rope.apply_ltx2_split_rotary_emb(q, qc, qs),
+        "single rope, site.call": lambda: rope_site.call(q, qc, qs),
+        "pair, public": lambda: pair(q, k, qc, qs, qc, qs),
+        "pair, site.call": lambda: pair_site.call(q, k, qc, qs),
+        "pair, lean": lambda: pair(q, k, qc, qs, qc, qs, launch="lean"),
+        "fused, public": lambda: fused(q, k, qw, kw, qc, qs, qc, qs, EPS),
+        "fused, site.call": lambda: fused_site.call(q, k, qw, kw, qc, qs),
+        "plain check x6": lambda: rope_pair._plain(q, k, qc, qs, kc, ks),
+        "torch.empty x2": lambda: (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+                                   torch.empty(k.shape, dtype=k.dtype, device=k.device)),
+    }  # fmt: skip
+    for name, fn in fns.items():
+        out[name] = host_us(fn)
+        log(f"  host {name:24s} {out[name]:7.2f} us")
+    out["stats"] = {
+        "pair": pair_site.stats(),
+        "fused": fused_site.stats(),
+        "rope": rope_site.stats(),
+    }
+    log(f"  native stats (entries, hits, misses): {out['stats']}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every number here")
@@ -216,20 +279,14 @@ def main(argv=None) -> int:
             host = row["host_us"].get(name)
             log(f"  {name:24s} {us:9.2f} us" + (f"   host {host:7.2f} us" if host else ""))
         if a.sweep:
-            for ept in (2, 4, 8, 16):
-                for mw in (4, 8, 16):
-                    qknorm_rope.ELEMENTS_PER_THREAD, qknorm_rope.MAX_WARPS = ept, mw
-                    fn = prologue_fns(args)["fused tiled"]
-                    us = cold_us(fn)
-                    row["cold_us"][f"fused tiled ept={ept} max_warps={mw}"] = us
-                    log(f"  sweep ept={ept} max_warps={mw}: {us:9.2f} us")
-            qknorm_rope.ELEMENTS_PER_THREAD, qknorm_rope.MAX_WARPS = 4, 8
+            sweep(args, row, log)
         results.append(row)
     for f in failures:
         log(f"MISMATCH {f}")
+    detail = host_detail(log) if a.sweep else None
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"failures": failures, "results": results}, fh, indent=1)
+            json.dump({"failures": failures, "results": results, "host": detail}, fh, indent=1)
     return 1 if failures else 0
 
 

@@ -53,11 +53,13 @@ def pairwise_sum(v, BLOCK_TOKENS: tl.constexpr, N: tl.constexpr, LOG2N: tl.const
     """Each token's sum over a ``[BLOCK_TOKENS, heads, half]`` tile (N = heads x half, a
     power of two), as a tree over adjacent elements of the head-major flattening:
     ``v = v[0::2] + v[1::2]`` LOG2N times. A fixed order, so the rounding is the
-    reference's; ``tl.sum`` leaves its order to the compiler."""
+    reference's; one ``tl.sum`` over all of it leaves its order to the compiler. Each level
+    sums an axis of two (one addition, whichever operand comes first), which Triton lowers
+    to in-thread adds and warp shuffles; pairing through ``tl.split`` moved every level
+    through shared memory."""
     v = tl.reshape(v, [BLOCK_TOKENS, N])
     for i in tl.static_range(LOG2N):
-        a, b = tl.split(tl.reshape(v, [BLOCK_TOKENS, N >> (i + 1), 2]))
-        v = a + b
+        v = tl.sum(tl.reshape(v, [BLOCK_TOKENS, N >> (i + 1), 2]), axis=2)
     return tl.reshape(v, [BLOCK_TOKENS])
 
 

@@ -39,7 +39,9 @@ from ltx2k.kernels import _checks, _launch, _native, _routing, _tiles, rope, rop
 from ltx2k.workload import record as _record
 from ltx2k.workload import reference, variants
 
-SEPARATE, SHARED, ROW = 0, 1, 2
+SEPARATE, SHARED, ROW, INTERLEAVED = 0, 1, 2, 3
+# How a tiled launch with shared cos/sin lays out q and k (SHARED or INTERLEAVED).
+SHARED_LAYOUT = SHARED
 # Elements of one half-operand per program and per thread (split RoPE's tile).
 TILE_ELEMENTS = 2048
 ELEMENTS_PER_THREAD = 4
@@ -102,24 +104,37 @@ def _qknorm_rope_pair_kernel(
     pid = tl.program_id(0)
     N: tl.constexpr = BLOCK_HEADS * BLOCK_HALF
     if MODE == 1:
-        # Shared cos/sin: the same tokens of q and k, one read of the angles.
+        # Shared cos/sin: the same tokens of q and k, one read of the angles, after q's
+        # norm (loaded first they would stay live through both trees).
         first, mask, b, s, heads, cols = _tiles.tile_offsets(
             pid * BLOCK_TOKENS, q_tokens, Sq, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, 0
-        )
-        c, sn = _tiles.load_angles(
-            q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
         )
         hidden = H * 2 * HALF
         q1 = tl.load(q_ptr + first, mask=mask, other=0.0).to(tl.float32)
         q2 = tl.load(q_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        w1, w2 = _load_weight(q_w_ptr, heads, cols, H, HALF)
-        y1, y2 = _tiles.rms_normalize(q1, q2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
-        _tiles.rotate_store(q_out_ptr, first, y1, y2, c, sn, HALF, mask)
         k1 = tl.load(k_ptr + first, mask=mask, other=0.0).to(tl.float32)
         k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
+        w1, w2 = _load_weight(q_w_ptr, heads, cols, H, HALF)
+        y1, y2 = _tiles.rms_normalize(q1, q2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
+        c, sn = _tiles.load_angles(
+            q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
+        )
+        _tiles.rotate_store(q_out_ptr, first, y1, y2, c, sn, HALF, mask)
         w1, w2 = _load_weight(k_w_ptr, heads, cols, H, HALF)
         y1, y2 = _tiles.rms_normalize(k1, k2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
         _tiles.rotate_store(k_out_ptr, first, y1, y2, c, sn, HALF, mask)
+    elif MODE == 3:
+        # Shared cos/sin, q's and k's tiles of the same tokens in neighbouring programs:
+        # the second read of the angles is an L2 hit, so HBM sees them once.
+        tile = pid // 2
+        if pid % 2 == 0:
+            _norm_rope_tile(q_ptr, q_w_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, tile, q_tokens, Sq,
+                            H, HALF, qcb, qch, qcs, qsb, qsh, qss,
+                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
+        else:
+            _norm_rope_tile(k_ptr, k_w_ptr, k_cos_ptr, k_sin_ptr, k_out_ptr, tile, k_tokens, Sk,
+                            H, HALF, kcb, kch, kcs, ksb, ksh, kss,
+                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
     elif MODE == 2:
         # sglang's current design: row pid of q and of k (the shorter one masked off).
         _norm_rope_tile(q_ptr, q_w_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq, H,
@@ -168,6 +183,8 @@ def _tiled(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: b
         bt *= 2
     warps = min(MAX_WARPS, max(1, bt * per_token // (32 * ELEMENTS_PER_THREAD)))
     warps = triton.next_power_of_2(warps)
+    if shared and SHARED_LAYOUT == INTERLEAVED:
+        return NormConfig(INTERLEAVED, bt, 2 * triton.cdiv(q_tokens, bt), 0, warps)
     if shared:
         return NormConfig(SHARED, bt, triton.cdiv(q_tokens, bt), 0, warps)
     return NormConfig(SEPARATE, bt, triton.cdiv(q_tokens, bt), triton.cdiv(k_tokens, bt), warps)
@@ -216,8 +233,14 @@ def _check_weight(name: str, w: object, hidden: int) -> None:
 
 def _plain(*tensors) -> bool:
     """Whether a call may try its native replay (:func:`ltx2k.kernels._native.plain3`'s
-    checks, for every input)."""
-    return _native._plain_all(tensors)
+    checks, for every input): a loop, not a generator, on the host's hot path."""
+    for t in tensors:
+        if type(t) not in _PLAIN_TYPES:
+            return False
+    return not tensors[0].is_meta and _native._functorch_level() is None
+
+
+_PLAIN_TYPES = _native.PLAIN_TYPES
 
 
 def _validate(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps):

@@ -170,8 +170,14 @@ _SITES = {
 
 def _plain(*tensors) -> bool:
     """Whether a call may try its native replay (:func:`ltx2k.kernels._native.plain3`'s
-    checks, for every input)."""
-    return _native._plain_all(tensors)
+    checks, for every input): a loop, not a generator, on the host's hot path."""
+    for t in tensors:
+        if type(t) not in _PLAIN_TYPES:
+            return False
+    return not tensors[0].is_meta and _native._functorch_level() is None
+
+
+_PLAIN_TYPES = _native.PLAIN_TYPES
 
 
 def _validate(q, k, q_cos, q_sin, k_cos, k_sin) -> tuple[int, int, int, int, int]:
