@@ -181,27 +181,33 @@ def check(case: Case, args, log) -> list[str]:
 
 
 def sweep(args, row, log) -> None:
-    """Time the tiled configurations' alternatives: the fused kernel's layout of shared
-    cos/sin and its warps, the pair's warps."""
+    """Time the tiled configurations' alternatives: tokens per program (the tile's
+    elements) and warps, of the fused kernel and of the pair."""
     fused_tiled, pair_tiled = qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"]
-    layout = qknorm_rope.SHARED_LAYOUT
+    fused_tile, rope_tile = qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS
     try:
-        for lay in (qknorm_rope.SHARED, qknorm_rope.INTERLEAVED):
-            for warps in (2, 4, 8, 16):
-                qknorm_rope.SHARED_LAYOUT = lay
+        for tile in (2048, 4096, 8192):
+            for warps in (4, 8, 16):
+                qknorm_rope.TILE_ELEMENTS = tile
                 qknorm_rope.ALGORITHMS["tiled"] = lambda *p, w=warps: fused_tiled(*p)._replace(
                     num_warps=w
                 )
                 us = cold_us(prologue_fns(args)["fused tiled"])
-                row["cold_us"][f"fused tiled layout={lay} warps={warps}"] = us
-                log(f"  sweep fused layout={lay} warps={warps}: {us:9.2f} us")
-        for warps in (4, 8, 16, 32):
-            rope_pair.ALGORITHMS["tiled"] = lambda *p, w=warps: pair_tiled(*p)._replace(num_warps=w)
-            us = cold_us(pair_fns(args)["pair tiled"])
-            row["cold_us"][f"pair tiled warps={warps}"] = us
-            log(f"  sweep pair warps={warps}: {us:9.2f} us")
+                row["cold_us"][f"fused tiled tile={tile} warps={warps}"] = us
+                log(f"  sweep fused tile={tile} warps={warps}: {us:9.2f} us")
+        qknorm_rope.TILE_ELEMENTS = fused_tile
+        qknorm_rope.ALGORITHMS["tiled"] = fused_tiled
+        for tile in (2048, 4096, 8192):
+            for warps in (8, 16, 32):
+                rope.TILE_ELEMENTS = tile
+                rope_pair.ALGORITHMS["tiled"] = lambda *p, w=warps: pair_tiled(*p)._replace(
+                    num_warps=w
+                )
+                us = cold_us(pair_fns(args)["pair tiled"])
+                row["cold_us"][f"pair tiled tile={tile} warps={warps}"] = us
+                log(f"  sweep pair tile={tile} warps={warps}: {us:9.2f} us")
     finally:
-        qknorm_rope.SHARED_LAYOUT = layout
+        qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS = fused_tile, rope_tile
         qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"] = fused_tiled, pair_tiled
 
 

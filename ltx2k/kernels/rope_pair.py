@@ -166,6 +166,12 @@ _SITES = {
     for a in ALGORITHMS
     for shared in (False, True)
 }
+# (variant, launch) -> (separate, shared) native memos, for the calls that take the native path.
+_NATIVE = {
+    call: (_SITES[algo, False], _SITES[algo, True])
+    for call, (algo, path) in CALLS.items()
+    if path == "native"
+}
 
 
 def _plain(*tensors) -> bool:
@@ -229,20 +235,30 @@ def apply_ltx2_split_rotary_emb_pair(
         ``(q_out, k_out)``, new tensors shaped as q and k.
     """
     _checks.record_call("split_rope_pair", q, k, q_cos, q_sin, k_cos, k_sin)
+    sites = _NATIVE.get((variant, launch))
+    if sites is not None and not torch.compiler.is_compiling():
+        # The hot path of a decode step: one dict lookup, inline checks, one C call.
+        P = _PLAIN_TYPES
+        if q_cos is k_cos and q_sin is k_sin:
+            if (
+                type(q) in P
+                and type(k) in P
+                and type(q_cos) in P
+                and type(q_sin) in P
+                and not q.is_meta
+                and _native._functorch_level() is None
+            ):
+                out = sites[1].call(q, k, q_cos, q_sin)
+                if out is not None:
+                    return out
+        elif _plain(q, k, q_cos, q_sin, k_cos, k_sin):
+            out = sites[0].call(q, k, q_cos, q_sin, k_cos, k_sin)
+            if out is not None:
+                return out
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
     algo, path = call
-    if path == "native" and not torch.compiler.is_compiling():
-        if q_cos is k_cos and q_sin is k_sin:
-            if _plain(q, k, q_cos, q_sin):
-                out = _SITES[algo, True].call(q, k, q_cos, q_sin)
-                if out is not None:
-                    return out
-        elif _plain(q, k, q_cos, q_sin, k_cos, k_sin):
-            out = _SITES[algo, False].call(q, k, q_cos, q_sin, k_cos, k_sin)
-            if out is not None:
-                return out
     if torch.compiler.is_compiling() or _routing.routed(q, k, q_cos, q_sin, k_cos, k_sin):
         return _routed(q, k, q_cos, q_sin, k_cos, k_sin, variant, launch)
     return _launch_python(q, k, q_cos, q_sin, k_cos, k_sin, algo, path)
