@@ -5,6 +5,9 @@ Public API (imported lazily, so that the harness can choose Triton's backend
 
 - :func:`apply_ltx2_split_rotary_emb` -- split-layout rotary embedding;
 - :func:`ltx2_ada_values9` -- the nine AdaLN scale/shift/gate tensors;
+- :func:`apply_ltx2_split_rotary_emb_pair` -- split RoPE on q and k in one launch;
+- :func:`ltx2_qknorm_split_rope_pair` -- the attention prologue in one launch: RMSNorm of
+  q and of k, then split RoPE of each;
 - :func:`record_shapes` -- record the call signatures both functions see
   (:mod:`ltx2k.workload.record`);
 - :mod:`ltx2k.workload.reference` -- the eager PyTorch references both match bit for bit.
@@ -17,12 +20,24 @@ __version__ = "0.1.0"
 _LAZY = {
     "apply_ltx2_split_rotary_emb": ("ltx2k.kernels.rope", "apply_ltx2_split_rotary_emb"),
     "ltx2_ada_values9": ("ltx2k.kernels.adaln", "ltx2_ada_values9"),
+    "apply_ltx2_split_rotary_emb_pair": (
+        "ltx2k.kernels.rope_pair",
+        "apply_ltx2_split_rotary_emb_pair",
+    ),
+    "ltx2_qknorm_split_rope_pair": ("ltx2k.kernels.qknorm_rope", "ltx2_qknorm_split_rope_pair"),
     "ROPE_ACCEPTED_VARIANTS": ("ltx2k.kernels.rope", "ACCEPTED_VARIANTS"),
     "ADA_ACCEPTED_VARIANTS": ("ltx2k.kernels.adaln", "ACCEPTED_VARIANTS"),
     "record_shapes": ("ltx2k.workload.record", "record_shapes"),
 }
 
-__all__ = ["apply_ltx2_split_rotary_emb", "ltx2_ada_values9", "record_shapes", "__version__"]
+__all__ = [
+    "apply_ltx2_split_rotary_emb",
+    "apply_ltx2_split_rotary_emb_pair",
+    "ltx2_ada_values9",
+    "ltx2_qknorm_split_rope_pair",
+    "record_shapes",
+    "__version__",
+]
 
 
 # Modules that moved: the old name (a module of its own, ltx2k/reference.py and
