@@ -48,6 +48,7 @@ class Case:
 CASES = (
     Case("video self B1 S6144 H32 D128", 1, 6144, 6144, 32, 128, True),
     Case("video self B2 S1536 H32 D128", 2, 1536, 1536, 32, 128, True),
+    Case("video self B1 S1536 H32 D128", 1, 1536, 1536, 32, 128, True),
     Case("audio self B2 S251 H32 D64", 2, 251, 251, 32, 64, True),
     Case("a2v cross B1 Sq6144 Sk126 H32 D64", 1, 6144, 126, 32, 64, False),
     Case("v2a cross B1 Sq126 Sk6144 H32 D64", 1, 126, 6144, 32, 64, False),
