@@ -427,3 +427,36 @@ def test_the_native_counter_declines_what_it_cannot_read_and_python_counts_it(
 def test_the_native_counter_raises_python_errors_on_bad_arguments(call, error):
     with pytest.raises(error):
         call(_native_module())
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python_key", "native_key"])
+def test_which_argument_is_the_same_tensor_as_an_earlier_one_is_recorded(
+    tmp_path, monkeypatch, native
+):
+    """A self-attention passes one cos/sin for q and k: the signature says so by identity
+    (two equal tensors are two), through either key."""
+    counter = record._Counter().bind(_native_module()) if native else record._Counter()
+    counter.ready = True
+    monkeypatch.setattr(record, "_COUNTER", counter)
+    shape = shapes.PairShape(1, 3, 3, 2, 8, shared=True)
+    q, k, q_cos, q_sin, k_cos, k_sin = cases.pair_inputs(shape, DEVICE)
+    rec = record.Recording(tmp_path / "calls.json")
+    record._start(rec)
+    try:
+        record.note("split_rope_pair", q, k, q_cos, q_sin, k_cos, k_sin)
+        record.note("split_rope_pair", q, k, q_cos, q_sin, q_cos.clone(), q_sin.clone())
+        record.note("split_rope_pair", q, q, q_cos, q_sin, k_cos, k_sin)
+    finally:
+        record._stop(rec)
+    rec.write()
+    same = [
+        {n: a["same_as"] for n, a in s["args"].items() if "same_as" in a}
+        for s in record.read(tmp_path / "calls.json")["signatures"]
+    ]
+    assert len(same) == 3
+    for want in (
+        {},
+        {"k": "q", "k_cos": "q_cos", "k_sin": "q_sin"},
+        {"k_cos": "q_cos", "k_sin": "q_sin"},
+    ):
+        assert want in same

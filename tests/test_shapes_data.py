@@ -16,7 +16,7 @@ import ltx2k
 from ltx2k import cli
 from ltx2k.kernels.adaln import ltx2_ada_values9
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
-from ltx2k.workload import cases, record, shapes
+from ltx2k.workload import cases, contexts, record, shapes
 
 # The labels, in order, from before the shapes were data: each is the key of an asv
 # history, so the data file may only ever add to the end of these lists.
@@ -39,6 +39,27 @@ FROZEN = {
     ],
     "ROPE_SHAPES_CPU": ["B1_S4_H3_D64", "B2_S1_H5_D32"],
     "ADA_SHAPES_CPU": ["B1_S1_D256_bf16", "B2_S3_D96_fp32"],
+}
+# The attention prologue's labels, as the kernels came in: both kernels, the same shapes.
+PROLOGUE_GPU = [
+    "B2_Sq1536_Sk1536_H32_D128_shared",
+    "B1_Sq6144_Sk6144_H32_D128_shared",
+    "B2_Sq126_Sk126_H32_D64_shared",
+    "B2_Sq1536_Sk126_H32_D64",
+    "B2_Sq126_Sk1536_H32_D64",
+    "B4_Sq25_Sk25_H32_D64_shared",
+]
+FROZEN_BY_KERNEL = {
+    ("split_rope_pair", "gpu"): PROLOGUE_GPU,
+    ("qknorm_rope_pair", "gpu"): PROLOGUE_GPU,
+    ("split_rope_pair", "cpu-interpreter"): [
+        "B1_Sq3_Sk5_H3_D16",
+        "B2_Sq4_Sk4_H5_D24_shared_head_major",
+    ],
+    ("qknorm_rope_pair", "cpu-interpreter"): [
+        "B1_Sq3_Sk5_H3_D16",
+        "B2_Sq4_Sk4_H5_D24_shared_head_major_wfp32",
+    ],
 }
 FROZEN_METRICS = {
     "HOST_BOUND_SHAPES": {
@@ -69,6 +90,58 @@ def test_every_label_from_before_stays_in_its_place():
     # every shape from before is token-major (what cases built them as), a bf16 table
     # unless its label says fp32
     assert all(s.layout == "token_major" for s in shapes.ROPE_SHAPES[:6])
+    for key, labels in FROZEN_BY_KERNEL.items():
+        got = [s.label for s in shapes.SHAPES[key]]
+        assert got[: len(labels)] == labels, key
+
+
+def test_the_attention_prologue_shapes_say_what_they_are():
+    """Self-attention shares cos/sin (one S), cross-attention does not (Sq != Sk, both
+    directions), at LTX-2's head sizes; the model-config ones cite the docs section that
+    derives them, and it exists."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "shapes.md").read_text()
+    assert "\n## The attention prologue's shapes\n" in docs
+    for kernel in ("split_rope_pair", "qknorm_rope_pair"):
+        gpu = {s.label: s for s in shapes.shapes_of(kernel, True)}
+        for s in gpu.values():
+            assert s.shared == (s.Sq == s.Sk)
+            assert (s.H, s.D) in ((32, 128), (32, 64))
+            assert s.source in (
+                "hand-picked",
+                "model config: docs/shapes.md#the-attention-prologues-shapes",
+            )
+        cross = [s for s in gpu.values() if not s.shared]
+        assert {(s.Sq, s.Sk) for s in cross} == {(1536, 126), (126, 1536)}
+        assert gpu["B4_Sq25_Sk25_H32_D64_shared"].source == "hand-picked"
+        cpu = shapes.shapes_of(kernel, False)
+        assert any(s.Sq != s.Sk for s in cpu) and any(s.H % 2 for s in cpu)
+        assert any(s.shared for s in cpu) and {s.layout for s in cpu} == set(shapes.LAYOUTS)
+    weights = {s.weight_dtype for s in shapes.shapes_of("qknorm_rope_pair", False)}
+    assert weights == {"bf16", "fp32"}
+
+
+@pytest.mark.parametrize(
+    "kernel, fields, label",
+    [
+        ("split_rope_pair", {}, "B2_Sq3_Sk5_H3_D16"),
+        ("split_rope_pair", {"Sk": 3, "shared": True}, "B2_Sq3_Sk3_H3_D16_shared"),
+        (
+            "split_rope_pair",
+            {"Sk": 3, "shared": True, "layout": "head_major"},
+            "B2_Sq3_Sk3_H3_D16_shared_head_major",
+        ),
+        ("qknorm_rope_pair", {"weight_dtype": "bf16"}, "B2_Sq3_Sk5_H3_D16"),
+        ("qknorm_rope_pair", {"weight_dtype": "fp32"}, "B2_Sq3_Sk5_H3_D16_wfp32"),
+    ],
+)
+def test_pair_labels_name_what_is_not_the_default(kernel, fields, label):
+    values = {"B": 2, "Sq": 3, "Sk": 5, "H": 3, "D": 16, "layout": "token_major"}
+    values["shared"] = False
+    if kernel == "qknorm_rope_pair":
+        values["weight_dtype"] = "bf16"
+    shape = shapes.shape_from_fields(kernel, {**values, **fields})
+    assert shape.label == label
+    assert shapes.shape_from_fields(kernel, shapes.entry(kernel, shape)) == shape
 
 
 def test_the_data_file_is_in_its_canonical_form():
@@ -305,7 +378,40 @@ BAD_DATA = {
         lambda d: d["metric_shapes"]["kernel"]["split_rope"].append("B9_S9_H9_D8"),
         "metric_shapes.kernel.split_rope: 'B9_S9_H9_D8' is not a gpu shape",
     ),
+    "metric_unknown_kernel": (
+        lambda d: d["metric_shapes"]["kernel"].update(gelu=[]),
+        "metric_shapes.kernel must map kernels of",
+    ),
+    "shared_cross_attention": (
+        lambda d: _pair_entry(d).update(Sk=7, shared=True),
+        "shared cos/sin need Sq == Sk",
+    ),
+    "shared_not_a_bool": (lambda d: _pair_entry(d).update(shared="yes"), "shared must be"),
+    "weight_dtype": (
+        lambda d: _pair_entry(d, "qknorm_rope_pair").update(weight_dtype="fp8"),
+        "weight_dtype must be one of",
+    ),
 }
+
+
+def _pair_entry(data: dict, kernel: str = "split_rope_pair") -> dict:
+    return next(e for e in data["shapes"] if e["kernel"] == kernel)
+
+
+def test_a_kernel_a_metric_list_does_not_name_has_no_shape_in_it(tmp_path):
+    data = json.loads(shapes.DATA_FILE.read_text())
+    for per_kernel in data["metric_shapes"].values():
+        per_kernel.pop("split_rope_pair", None)
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(data))
+    suite = shapes.load(path)
+    assert all(suite.metric_shapes[m]["split_rope_pair"] == () for m in shapes.OPT_IN_METRICS)
+    # appending to such a list starts it
+    label = PROLOGUE_GPU[0]
+    shapes.append([], path, metrics=[("host_context", "split_rope_pair", label)])
+    assert [
+        s.label for s in shapes.load(path).metric_shapes["host_context"]["split_rope_pair"]
+    ] == [label]
 
 
 @pytest.mark.parametrize("case", list(BAD_DATA))
@@ -388,3 +494,101 @@ def test_the_kernels_and_their_arguments_agree_everywhere():
         fn = cases.variant_fn(kernel, cases.KERNELS[kernel].variants[0]).func
         params = list(inspect.signature(fn).parameters)
         assert params[: len(names)] == list(names), kernel
+
+
+def _pair_calls(path):
+    """The attention prologue as a model calls it, at shapes the suite lacks: a
+    self-attention with one cos/sin for q and k, the same with equal copies for k (two
+    tensors: read twice), a cross-attention, and the fused prologue with its weights as the
+    block's Parameters under inference mode."""
+    from ltx2k.kernels.qknorm_rope import ltx2_qknorm_split_rope_pair
+    from ltx2k.kernels.rope_pair import apply_ltx2_split_rotary_emb_pair
+
+    self_attn = shapes.PairShape(1, 6, 6, 2, 16, shared=True)
+    cross = shapes.PairShape(1, 6, 9, 2, 16)
+    prologue = shapes.QKNormPairShape(1, 6, 6, 2, 16, shared=True)
+    with ltx2k.record_shapes(path):
+        q, k, q_cos, q_sin, k_cos, k_sin = cases.pair_inputs(self_attn, DEVICE)
+        assert k_cos is q_cos
+        apply_ltx2_split_rotary_emb_pair(q, k, q_cos, q_sin, k_cos, k_sin)
+        apply_ltx2_split_rotary_emb_pair(q, k, q_cos, q_sin, q_cos.clone(), q_sin.clone())
+        apply_ltx2_split_rotary_emb_pair(*cases.pair_inputs(cross, DEVICE))
+        args = contexts.arguments(
+            "qknorm_rope_pair", cases.qknorm_pair_inputs(prologue, DEVICE), "model"
+        )
+        with torch.inference_mode():
+            ltx2_qknorm_split_rope_pair(*args)
+
+
+def test_recorded_pair_calls_become_pair_shapes_shared_by_identity(tmp_path, capsys):
+    data, rec = _copy_data(tmp_path), tmp_path / "calls.json"
+    _pair_calls(rec)
+    sigs = record.read(rec)["signatures"]
+    same = [{n: a["same_as"] for n, a in s["args"].items() if "same_as" in a} for s in sigs]
+    assert {"k_cos": "q_cos", "k_sin": "q_sin"} in same and {} in same
+    rc, out, _ = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
+    assert rc == 0, out
+    suite = shapes.load(data)
+    new = {
+        k: [s.label for s in suite.shapes[(k, "gpu")][len(shapes.shapes_of(k, True)) :]]
+        for k in ("split_rope_pair", "qknorm_rope_pair")
+    }
+    # the clones are a shape of their own: two cos/sin pairs to read
+    assert sorted(new["split_rope_pair"]) == [
+        "B1_Sq6_Sk6_H2_D16",
+        "B1_Sq6_Sk6_H2_D16_shared",
+        "B1_Sq6_Sk9_H2_D16",
+    ]
+    assert new["qknorm_rope_pair"] == ["B1_Sq6_Sk6_H2_D16_shared"]
+    # the fused prologue was called as the model calls it: timed per call context too
+    context = suite.metric_shapes["host_context"]["qknorm_rope_pair"]
+    assert [s.label for s in context][-1] == "B1_Sq6_Sk6_H2_D16_shared"
+    assert "B1_Sq6_Sk6_H2_D16_shared" in out and "timed per call context" in out
+    rc, out, _ = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
+    assert rc == 0 and "0 new shape(s)" in out
+
+
+def _pair_sig(**change):
+    x = {"shape": [1, 4, 32], "stride": [128, 32, 1], "dtype": "bfloat16", "storage_offset": 0}
+    cs = {"shape": [1, 2, 4, 8], "stride": [64, 8, 16, 1], "dtype": "bfloat16", "storage_offset": 0}
+    args = {"q": x, "k": dict(x), "q_cos": cs, "q_sin": dict(cs), "k_cos": dict(cs)}
+    args["k_sin"] = dict(cs)
+    sig = {"kernel": "split_rope_pair", "calls": 1, "args": args}
+    for dotted, value in change.items():
+        *parents, leaf = dotted.split("__")
+        node = sig
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    return sig
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"args__k_cos__same_as": "k_sin"}, "args.k_cos.same_as must name an earlier argument"),
+        ({"args__q__shape": [1, 5, 32]}, "q [1, 5, 32] does not fit q_cos"),
+        (
+            {"args__k_cos__stride": [64, 32, 8, 1], "args__k_sin__stride": [64, 32, 8, 1]},
+            "q's cos/sin are token_major and k's head_major",
+        ),
+        ({"args__k__dtype": "float16"}, "k is float16; the kernel takes bfloat16"),
+    ],
+    ids=["same_as_later", "q_does_not_fit", "two_layouts", "dtype"],
+)
+def test_a_pair_signature_no_suite_shape_stands_for_is_one_line(tmp_path, capsys, change, message):
+    data, rec = _copy_data(tmp_path), tmp_path / "bad.json"
+    rec.write_text(_record_text(_pair_sig(**change)))
+    before = data.read_bytes()
+    rc, _, err = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
+    assert rc == 1 and err.count("\n") == 1 and message in err, err
+    assert data.read_bytes() == before
+
+
+def test_a_hand_written_pair_record_is_shared_only_where_it_says_same_as(tmp_path):
+    rec = tmp_path / "hand.json"
+    equal = _pair_sig()
+    shared = _pair_sig(args__k_cos__same_as="q_cos", args__k_sin__same_as="q_sin")
+    rec.write_text(_record_text(equal, shared))
+    labels = sorted(a.shape.label for a in record.additions(rec))
+    assert labels == ["B1_Sq4_Sk4_H2_D16", "B1_Sq4_Sk4_H2_D16_shared"]

@@ -86,7 +86,7 @@ def device_launch(variant: str, kernel: str | None = None) -> str:
     CUDA-graph clock was validated on and their history was measured through. A peer has
     no launch path.
     """
-    if variant in cases.PEERS:
+    if variant in (cases.PEERS if kernel is None else cases.KERNELS[kernel].peers):
         return "auto"
     if kernel is not None and variant == variants.DEFAULT_VARIANT[kernel]:
         return "auto"
@@ -262,7 +262,7 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
             if shapes and shape.label not in shapes:
                 continue
             for variant in spec.variants:
-                if variant == "compiled" and not on_gpu:
+                if variant in variants.COMPILED_VARIANTS and not on_gpu:
                     continue  # inductor's CPU C++ build takes minutes; a GPU-only peer
                 try:
                     cold = device_seconds(kernel, variant, shape, True, samples=n)

@@ -5,7 +5,8 @@ pytest-benchmark run, the docs and the dashboard.
 - ``plain``: plain tensors, grad mode as a script has it (on); the inputs need no grad.
 - ``model``: as LTX-2 serving calls it: under ``torch.inference_mode()``, with a block's
   weights (:attr:`ltx2k.workload.cases.KernelSpec.weights`: AdaLN's
-  ``scale_shift_table``) as the block's trainable ``nn.Parameter``.
+  ``scale_shift_table``, the attention's q_norm and k_norm weights) as the block's
+  trainable ``nn.Parameter``s.
 
 Host latency depends on the context (the native replay once declined a Parameter: 4x the
 plain call's latency on the H200), so the suite times both.

@@ -1,17 +1,18 @@
 """The shape recorder: which call signatures the public kernel functions see, and how often.
 
-``with ltx2k.record_shapes("calls.json"):`` counts every distinct call signature of
-:func:`ltx2k.apply_ltx2_split_rotary_emb` and :func:`ltx2k.ltx2_ada_values9` made
-inside it, from any thread, and merges the counts into the file at exit.
+``with ltx2k.record_shapes("calls.json"):`` counts every distinct call signature of the
+public kernel functions (each kernel of :data:`ltx2k.workload.cases.KERNELS`) made inside
+it, from any thread, and merges the counts into the file at exit.
 ``LTX2K_RECORD_SHAPES=calls.json`` does the same for a whole process (written at
 its exit), for a caller that cannot be edited, such as a serving process.
 ``ltx2k shapes add calls.json`` turns the file into suite shapes (docs/shapes.md).
 
 A signature is the kernel and, per tensor argument, its shape, strides, dtype and
-storage offset; the file adds what follows from them (RoPE's cos/sin layout, each
-tensor's offset alignment). Cost: outside a recording, one test of a global per
-call; inside, one C call (the native module's ``shape_count``) that keys the
-tensors' metadata and updates one dictionary per recording. Where the native module
+storage offset, and which earlier argument it is the very same tensor as (a
+self-attention passes one cos/sin for q and k); the file adds what follows from them
+(RoPE's cos/sin layout, each tensor's offset alignment). Cost: outside a recording, one
+test of a global per call; inside, one C call (the native module's ``shape_count``) that
+keys the tensors' metadata and updates one dictionary per recording. Where the native module
 is not built (the CPU interpreter, no compiler) or a tensor is not plain (a tensor
 subclass, a functorch wrapper), the key is built in Python. Recording never raises
 into a kernel call: a call that cannot be recorded (while torch.compile traces,
@@ -37,13 +38,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ltx2k.workload import cases
+
 FORMAT = "ltx2k-shape-record/1"
 ENV_VAR = "LTX2K_RECORD_SHAPES"
-# The tensor arguments of each public function, in call order.
-ARGS: dict[str, tuple[str, ...]] = {
-    "split_rope": ("x", "cos", "sin"),
-    "ada_values9": ("scale_shift_table", "timestep"),
-}
+# The tensor arguments of each public function, in call order (KernelSpec.record_args).
+ARGS: dict[str, tuple[str, ...]] = {name: spec.record_args for name, spec in cases.KERNELS.items()}
 # Offset alignments are reported up to the widest vector access a kernel makes (bytes).
 MAX_ALIGNMENT = 16
 
@@ -70,6 +70,10 @@ def note(kernel: str, *args: object) -> None:
 CONTEXT_FLAGS = ("grad_mode", "inference_mode", "graph_capture", "compiling")
 TENSOR_FLAGS = ("parameter", "requires_grad", "inference")
 _KERNEL_BITS = 8
+# Above the context: per tensor argument, 1 + the index of the earlier argument that is the
+# very same tensor object (0: none). Identity, not equal metadata: a self-attention passes
+# one cos/sin for q and k, and the kernel reads them once; two equal tensors are read twice.
+_SAME_AS_BITS = 3  # up to 8 tensor arguments, as the native key holds
 
 
 def _context_bits(args: tuple, compiling: bool) -> int:
@@ -82,6 +86,7 @@ def _context_bits(args: tuple, compiling: bool) -> int:
     else:
         capturing = torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
         bits = torch.is_grad_enabled() | torch.is_inference_mode_enabled() << 1 | capturing << 2
+    same_as = 0
     for i, t in enumerate(args):
         flags = (
             isinstance(t, torch.nn.Parameter),
@@ -90,7 +95,11 @@ def _context_bits(args: tuple, compiling: bool) -> int:
         )
         for j, flag in enumerate(flags):
             bits |= bool(flag) << (len(CONTEXT_FLAGS) + len(TENSOR_FLAGS) * i + j)
-    return bits
+        for j in range(i):
+            if args[j] is t:
+                same_as |= (j + 1) << (_SAME_AS_BITS * i)
+                break
+    return bits | same_as << (len(CONTEXT_FLAGS) + len(TENSOR_FLAGS) * len(args))
 
 
 def note_traced(kernel: str, *args: object) -> None:
@@ -123,6 +132,18 @@ def _count(kernel: str, args: tuple, traced: bool = False) -> None:
         counter.add(_ACTIVE, key, 1)
     except Exception:  # symbolic shapes, a non-tensor argument: the call goes on unrecorded
         pass
+
+
+def same_as_of(kernel: str, bits: int) -> dict[str, str]:
+    """{argument: the earlier argument it was the very same tensor as} from a signature's bits."""
+    names = ARGS[kernel]
+    field = bits >> (len(CONTEXT_FLAGS) + len(TENSOR_FLAGS) * len(names))
+    out = {}
+    for i, name in enumerate(names):
+        j = field >> (_SAME_AS_BITS * i) & ((1 << _SAME_AS_BITS) - 1)
+        if j:
+            out[name] = names[j - 1]
+    return out
 
 
 def context_of(kernel: str, bits: int) -> dict:
@@ -311,6 +332,7 @@ def cos_sin_layout(shape: list[int], stride: list[int]) -> str:
 def _signature(key: tuple, calls: int) -> dict:
     kernel, bits, *metas = key
     args = {}
+    same_as = same_as_of(kernel, bits)
     for name, (shape, stride, dtype, offset) in zip(ARGS[kernel], metas, strict=True):
         args[name] = {
             "shape": list(shape),
@@ -319,17 +341,27 @@ def _signature(key: tuple, calls: int) -> dict:
             "storage_offset": offset,
             "offset_alignment": _alignment(offset, dtype.itemsize),
         }
+        if name in same_as:
+            args[name]["same_as"] = same_as[name]
     sig = {"kernel": kernel, "calls": calls, "args": args, "context": context_of(kernel, bits)}
-    if kernel == "split_rope":
-        sig["layout"] = rope_layout(args)
+    pairs = cos_sin_pairs(kernel)
+    if pairs:
+        sig["layout"] = rope_layout(args, *(name for pair in pairs for name in pair))
     return sig
 
 
-def rope_layout(args: dict) -> str:
-    """The cos/sin layout of a RoPE signature's args: "mixed" where cos and sin differ,
-    "unknown" where they are not 4-D."""
+def cos_sin_pairs(kernel: str) -> list[tuple[str, str]]:
+    """The (cos, sin) arguments of a kernel that takes split RoPE's tables: ("cos", "sin"),
+    or ("q_cos", "q_sin") and ("k_cos", "k_sin")."""
+    names = ARGS[kernel]
+    return [(n, n[:-3] + "sin") for n in names if n.endswith("cos") and n[:-3] + "sin" in names]
+
+
+def rope_layout(args: dict, *names: str) -> str:
+    """The layout of a signature's cos/sin args (*names*, by default "cos" and "sin"):
+    "mixed" where they differ, "unknown" where one is not 4-D."""
     layouts = set()
-    for name in ("cos", "sin"):
+    for name in names or ("cos", "sin"):
         a = args[name]
         if len(a["shape"]) != 4:
             return "unknown"
@@ -383,6 +415,13 @@ def _check_signature(sig: object, at: str) -> None:
             )
         if not isinstance(a.get("dtype"), str):
             raise ValueError(f"{at}: args.{name}.dtype must be a string, got {a.get('dtype')!r}")
+        same = a.get("same_as")
+        earlier = ARGS[kernel][: ARGS[kernel].index(name)]
+        if same is not None and same not in earlier:
+            raise ValueError(
+                f"{at}: args.{name}.same_as must name an earlier argument of {list(earlier)}, "
+                f"got {same!r}"
+            )
     context = sig.get("context")
     if context is None:
         return  # recorded before call contexts were: unknown
@@ -428,73 +467,16 @@ def read(path: str | os.PathLike) -> dict:
 # --- from signatures to suite shapes ----------------------------------------------------
 
 
-def _rope_shape(args: dict, source: str):
-    from ltx2k.workload import shapes
-
-    x, cos, sin = args["x"], args["cos"], args["sin"]
-    for name, a in (("x", x), ("cos", cos), ("sin", sin)):
-        if a["dtype"] != "bfloat16":
-            raise ValueError(f"{name} is {a['dtype']}; the kernel takes bfloat16")
-    if len(x["shape"]) != 3 or len(cos["shape"]) != 4 or sin["shape"] != cos["shape"]:
-        raise ValueError(
-            f"needs x [B, S, H*D] and cos, sin [B, H, S, D/2], got x {x['shape']}, "
-            f"cos {cos['shape']}, sin {sin['shape']}"
-        )
-    B, S, HD = x["shape"]
-    cB, H, cS, half = cos["shape"]
-    if (cB, cS) != (B, S) or H == 0 or HD % H:
-        raise ValueError(f"x {x['shape']} does not fit cos [B, H, S, D/2] = {cos['shape']}")
-    D = HD // H
-    if D % 2:
-        raise ValueError(f"head dim D = {HD}/{H} = {D} is odd; the split halves need it even")
-    if half * 2 != D:
-        raise ValueError(f"cos.shape[3] = {half} is not D/2 = {D // 2}")
-    layout = rope_layout(args)  # from the strides: a file's own "layout" is only a summary
-    if layout not in shapes.LAYOUTS:
-        raise ValueError(
-            f"cos/sin layout is {layout} (cos strides {cos['stride']}, sin strides "
-            f"{sin['stride']}); a suite shape is one of {shapes.LAYOUTS}"
-        )
-    return shapes.shape_from_fields(
-        "split_rope", {"B": B, "S": S, "H": H, "D": D, "layout": layout}, source
-    )
-
-
-def _ada_shape(args: dict, source: str):
-    from ltx2k.workload import shapes
-
-    table, ts = args["scale_shift_table"], args["timestep"]
-    dtypes = {"bfloat16": "bf16", "float32": "fp32"}
-    if table["dtype"] not in dtypes:
-        raise ValueError(
-            f"scale_shift_table is {table['dtype']}; the kernel takes {' or '.join(dtypes)}"
-        )
-    if ts["dtype"] != "bfloat16":
-        raise ValueError(f"timestep is {ts['dtype']}; the kernel takes bfloat16")
-    if len(table["shape"]) != 2 or table["shape"][0] != 9 or len(ts["shape"]) != 3:
-        raise ValueError(
-            f"needs scale_shift_table [9, D] and timestep [B, S, 9*D], got "
-            f"{table['shape']} and {ts['shape']}"
-        )
-    D = table["shape"][1]
-    B, S, nine_d = ts["shape"]
-    if nine_d != 9 * D:
-        raise ValueError(f"timestep.shape[2] = {nine_d} is not 9*D = {9 * D}")
-    fields = {"B": B, "S": S, "D": D, "table_dtype": dtypes[table["dtype"]]}
-    return shapes.shape_from_fields("ada_values9", fields, source)
-
-
 def suite_shape(sig: dict, source: str):
-    """The suite shape a (checked) signature is timed at; ValueError saying why there is none."""
-    if sig["kernel"] == "split_rope":
-        return _rope_shape(sig["args"], source)
-    return _ada_shape(sig["args"], source)
+    """The suite shape a (checked) signature is timed at; ValueError saying why there is none
+    (each kernel's ``KernelSpec.shape_of_call``)."""
+    return cases.KERNELS[sig["kernel"]].shape_of_call(sig["args"], source)
 
 
 @dataclass(frozen=True)
 class Addition:
     kernel: str
-    shape: object  # shapes.RopeShape / shapes.AdaShape
+    shape: object  # the kernel's shape type (ltx2k.workload.shapes.KERNEL_FIELDS)
     calls: int  # recorded calls of every signature timed at this shape
     held: bool  # the suite has this label already
     # The call contexts (ltx2k.workload.contexts) its signatures were recorded in; empty for

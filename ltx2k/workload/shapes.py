@@ -83,6 +83,10 @@ class RopeShape:
         base = f"B{self.B}_S{self.S}_H{self.H}_D{self.D}"
         return base if self.layout == DEFAULT_LAYOUT else f"{base}_{self.layout}"
 
+    def check(self) -> None:
+        if self.D % 2:
+            raise ValueError(f"head dim D must be even (split halves), got {self.D}")
+
 
 @dataclass(frozen=True)
 class AdaShape:
@@ -96,12 +100,93 @@ class AdaShape:
     def label(self) -> str:
         return f"B{self.B}_S{self.S}_D{self.D}_{self.table_dtype}"
 
+    def check(self) -> None:
+        pass
 
-# Per kernel: its shape type and the entry fields beyond kernel, runs_on and source.
+
+def _pair_label(s) -> str:
+    base = f"B{s.B}_Sq{s.Sq}_Sk{s.Sk}_H{s.H}_D{s.D}"
+    if s.shared:
+        base += "_shared"
+    return base if s.layout == DEFAULT_LAYOUT else f"{base}_{s.layout}"
+
+
+def _check_pair(s) -> None:
+    if s.D % 2:
+        raise ValueError(f"head dim D must be even (split halves), got {s.D}")
+    if s.shared and s.Sq != s.Sk:
+        raise ValueError(
+            f"shared cos/sin need Sq == Sk (one [B, H, S, D/2] pair for q and k), "
+            f"got Sq={s.Sq}, Sk={s.Sk}"
+        )
+
+
+@dataclass(frozen=True)
+class PairShape:
+    """Split RoPE of an attention's q and k: q [B, Sq, H*D], k [B, Sk, H*D], each with its
+    own cos/sin ([B, H, Sq, D/2] and [B, H, Sk, D/2], both in ``layout``). ``shared``: the
+    call passes the very same cos/sin tensors for q and k (self-attention, Sq == Sk), and
+    the kernel reads them once. Sq != Sk is a cross-attention (video queries, audio keys)."""
+
+    B: int
+    Sq: int
+    Sk: int
+    H: int
+    D: int
+    layout: str = DEFAULT_LAYOUT
+    shared: bool = False
+    source: str = field(default="hand-picked", compare=False)
+
+    @property
+    def label(self) -> str:
+        # The default layout is not in the label, as for split RoPE; shared cos/sin are.
+        return _pair_label(self)
+
+    def check(self) -> None:
+        _check_pair(self)
+
+
+@dataclass(frozen=True)
+class QKNormPairShape:
+    """A :class:`PairShape` of the fused prologue: RMSNorm of q and of k over the hidden
+    size H*D, with [H*D] weights of ``weight_dtype`` (the attention's q_norm and k_norm
+    parameters), then split RoPE of each. eps is the model's, 1e-6."""
+
+    B: int
+    Sq: int
+    Sk: int
+    H: int
+    D: int
+    layout: str = DEFAULT_LAYOUT
+    shared: bool = False
+    weight_dtype: str = "bf16"  # "bf16" or "fp32"
+    source: str = field(default="hand-picked", compare=False)
+
+    @property
+    def label(self) -> str:
+        # bf16 weights, as LTX-2 holds them, are not in the label; fp32 ones are.
+        base = _pair_label(self)
+        return base if self.weight_dtype == "bf16" else f"{base}_w{self.weight_dtype}"
+
+    def check(self) -> None:
+        _check_pair(self)
+
+
+# Per kernel: its shape type and the entry fields beyond kernel, runs_on and source, in
+# the data file's order. A kernel's shapes are one entry here and its lines in the file.
 KERNEL_FIELDS: dict[str, tuple[type, tuple[str, ...]]] = {
     "split_rope": (RopeShape, ("B", "S", "H", "D", "layout")),
     "ada_values9": (AdaShape, ("B", "S", "D", "table_dtype")),
+    "split_rope_pair": (PairShape, ("B", "Sq", "Sk", "H", "D", "layout", "shared")),
+    "qknorm_rope_pair": (
+        QKNormPairShape,
+        ("B", "Sq", "Sk", "H", "D", "layout", "shared", "weight_dtype"),
+    ),
 }
+# The fields that name one of a few choices, and the choices; every other field is a
+# positive integer, or a boolean where it is one of BOOL_FIELDS.
+CHOICES = {"layout": LAYOUTS, "table_dtype": TABLE_DTYPES, "weight_dtype": TABLE_DTYPES}
+BOOL_FIELDS = ("shared",)
 
 
 def check_source(source: object) -> str:
@@ -124,21 +209,19 @@ def shape_from_fields(kernel: str, values: dict, source: str = "hand-picked"):
     for name in names:
         if name not in values:
             raise ValueError(f"{kernel} shape has no {name!r}")
-    dims = [n for n in names if n not in ("layout", "table_dtype")]
-    for name in dims:
+    for name in names:
         v = values[name]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        if name in CHOICES:
+            if v not in CHOICES[name]:
+                raise ValueError(f"{name} must be one of {CHOICES[name]}, got {v!r}")
+        elif name in BOOL_FIELDS:
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be true or false, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if kernel == "split_rope":
-        if values["D"] % 2:
-            raise ValueError(f"head dim D must be even (split halves), got {values['D']}")
-        if values["layout"] not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {values['layout']!r}")
-    elif values["table_dtype"] not in TABLE_DTYPES:
-        raise ValueError(
-            f"table_dtype must be one of {TABLE_DTYPES}, got {values['table_dtype']!r}"
-        )
-    return cls(**{n: values[n] for n in names}, source=check_source(source))
+    shape = cls(**{n: values[n] for n in names}, source=check_source(source))
+    shape.check()
+    return shape
 
 
 def entry(kernel: str, shape, runs_on: str = "gpu") -> dict:
@@ -201,12 +284,13 @@ def parse(data: object, where: str) -> SuiteShapes:
         raise ValueError(f"{where}: 'metric_shapes' must have exactly {list(OPT_IN_METRICS)}")
     for metric in OPT_IN_METRICS:
         per_kernel = opt_in[metric]
-        if not isinstance(per_kernel, dict) or set(per_kernel) != set(KERNEL_FIELDS):
+        # A kernel the list does not name has no shape in it (a new kernel needs no line).
+        if not isinstance(per_kernel, dict) or not set(per_kernel) <= set(KERNEL_FIELDS):
             raise ValueError(
-                f"{where}: metric_shapes.{metric} must have exactly the kernels "
-                f"{list(KERNEL_FIELDS)}"
+                f"{where}: metric_shapes.{metric} must map kernels of {list(KERNEL_FIELDS)} "
+                f"to labels"
             )
-        metric_shapes[metric] = {}
+        metric_shapes[metric] = {kernel: () for kernel in KERNEL_FIELDS}
         for kernel, labels in per_kernel.items():
             gpu = {s.label: s for s in lists[(kernel, "gpu")]}
             at = f"{where}: metric_shapes.{metric}.{kernel}"
@@ -269,7 +353,7 @@ def append(
     data["shapes"] = [*old.raw["shapes"], *entries]
     lists = {m: {k: list(v) for k, v in per.items()} for m, per in old.raw["metric_shapes"].items()}
     for metric, kernel, label in metrics:
-        if label not in lists[metric][kernel]:
+        if label not in lists[metric].setdefault(kernel, []):
             lists[metric][kernel].append(label)
     data["metric_shapes"] = lists
     new = parse(data, str(path))
@@ -311,14 +395,22 @@ def listing(suite: SuiteShapes) -> list[tuple[str, ...]]:
 
 _SUITE = load()
 
-# The lists the suite, ltx2k.workload.cases and the CLI use, in data-file order.
-ROPE_SHAPES: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "gpu")]
-ADA_SHAPES: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "gpu")]
-ROPE_SHAPES_CPU: tuple[RopeShape, ...] = _SUITE.shapes[("split_rope", "cpu-interpreter")]
-ADA_SHAPES_CPU: tuple[AdaShape, ...] = _SUITE.shapes[("ada_values9", "cpu-interpreter")]
+# Every kernel's shapes, {(kernel, runs_on): shapes}, in data-file order: what the suite,
+# ltx2k.workload.cases and the CLI iterate over.
+SHAPES: dict[tuple[str, str], tuple] = _SUITE.shapes
+# The same lists by their older names, one per kernel from before the others.
+ROPE_SHAPES: tuple[RopeShape, ...] = SHAPES[("split_rope", "gpu")]
+ADA_SHAPES: tuple[AdaShape, ...] = SHAPES[("ada_values9", "gpu")]
+ROPE_SHAPES_CPU: tuple[RopeShape, ...] = SHAPES[("split_rope", "cpu-interpreter")]
+ADA_SHAPES_CPU: tuple[AdaShape, ...] = SHAPES[("ada_values9", "cpu-interpreter")]
 # The calibrated host-latency metric times the default variant (ltx2k.workload.variants) here.
 HOST_BOUND_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["host_calibrated"]
 # Shapes timed for kernel duration (CUPTI).
 KERNEL_TIME_SHAPES: dict[str, tuple] = _SUITE.metric_shapes["kernel"]
-# Every opt-in metric's shapes on GPUs: {metric: {kernel: shapes}}.
+# Every opt-in metric's shapes on GPUs: {metric: {kernel: shapes}}, every kernel present.
 METRIC_SHAPES: dict[str, dict[str, tuple]] = _SUITE.metric_shapes
+
+
+def shapes_of(kernel: str, on_gpu: bool) -> tuple:
+    """*kernel*'s shapes of a GPU's list or of the CPU interpreter's."""
+    return SHAPES[(kernel, "gpu" if on_gpu else "cpu-interpreter")]

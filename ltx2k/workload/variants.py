@@ -2,8 +2,8 @@
 
 Shapes (``ltx2k/workload/shapes.py``) say how big a problem is; this module says which
 algorithms and peers each kernel is timed as, how it is launched, and which
-variant is the default and which the baseline. ``ltx2k.workload.cases`` builds its
-``KERNELS`` from both.
+variant is the default and which sglang's, and the asv class that times it.
+``ltx2k.workload.cases`` builds its ``KERNELS`` from both.
 
 No imports: ``benchmarks/bench_kernels.py`` loads this file by path from the
 working tree (as it does shapes.py), and the kernel modules import it for their
@@ -16,12 +16,13 @@ entries at the end; never edit or delete an existing one.
 
 from __future__ import annotations
 
-# The variants the suite times per kernel: the device algorithms (the public functions' variant=),
-# then "eager", the PyTorch reference itself, and "compiled", torch.compile of it.
-# The first is sglang's original kernel. Append only: a variant is the key of its
-# asv history. (Before the launch path became its own parameter, "blocked_lean",
-# "blocked_native", "slab_lean" and "slab_native" were variants; docs/measurement.md
-# maps them to today's cells.)
+# The variants the suite times per kernel: the device algorithms (the public functions'
+# variant=) and the peers (ltx2k.workload.cases.KernelSpec.peers): "eager", the PyTorch
+# reference itself, "compiled", torch.compile of it, and a kernel's own where a team
+# would run something else. Append only: a variant is the key of its asv history.
+# (Before the launch path became its own parameter, "blocked_lean", "blocked_native",
+# "slab_lean" and "slab_native" were variants; docs/measurement.md maps them to today's
+# cells.)
 TIMED_VARIANTS: dict[str, tuple[str, ...]] = {
     "split_rope": (
         "per_head",
@@ -33,17 +34,70 @@ TIMED_VARIANTS: dict[str, tuple[str, ...]] = {
         "tiled_pdl",
     ),
     "ada_values9": ("separate", "slab", "eager", "compiled", "slab_grid", "slab_dconst"),
+    # Split RoPE of q and k in one call. "row" is sglang's current design (one program per
+    # token row over all heads, q and k in one program); "two_launches" is two calls of
+    # split RoPE's public function (its default variant), what a caller without the pair
+    # function runs.
+    "split_rope_pair": ("row", "tiled", "tiled_pdl", "eager", "compiled", "two_launches"),
+    # The attention prologue, RMSNorm of q and k then split RoPE of each, fused. "eager" is
+    # its exact reference (the fused kernel's summation order); "unfused_eager" is what
+    # LTX-2's eager attention runs (torch.nn.functional.rms_norm, then split RoPE),
+    # "unfused_compiled" torch.compile of that, "unfused_ltx2k" rms_norm then ltx2k's pair
+    # function.
+    "qknorm_rope_pair": (
+        "row",
+        "tiled",
+        "tiled_pdl",
+        "eager",
+        "unfused_eager",
+        "unfused_compiled",
+        "unfused_ltx2k",
+    ),
 }
+# The peers that are torch.compile of a reference: timed on GPUs only (inductor's CPU
+# backend builds C++ for minutes), and each benchmark process of theirs pays a dynamo trace.
+COMPILED_VARIANTS: tuple[str, ...] = ("compiled", "unfused_compiled")
 # Host launch paths of the default algorithm, each timed for host latency (the
 # public functions' launch=, "auto" aside: it is one of these). Append only.
 LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 
 # The variant each public function runs by default (its ``variant=``).
-DEFAULT_VARIANT = {"split_rope": "tiled_pdl", "ada_values9": "slab_dconst"}
+DEFAULT_VARIANT = {
+    "split_rope": "tiled_pdl",
+    "ada_values9": "slab_dconst",
+    "split_rope_pair": "tiled_pdl",
+    "qknorm_rope_pair": "tiled_pdl",
+}
 
 # The defaults before the current one, latest first: at a commit that predates the
 # default, the dashboard shows the one that was the default then.
 FORMER_DEFAULTS = {"split_rope": ("tiled", "blocked"), "ada_values9": ("slab_grid", "slab")}
 
-# Which variant each one is measured against when reporting a speedup.
-BASELINE_VARIANT = {"split_rope": "per_head", "ada_values9": "separate"}
+# Speedups are reported over sglang's kernels, each a variant of ours in its design.
+# BASELINE_VARIANT is sglang's original kernel; for the attention prologue, whose one
+# design in sglang is the row kernel, its original is its current one (the unfused peers
+# are what a caller without any fused kernel runs: they have speedup columns of their own).
+BASELINE_VARIANT = {
+    "split_rope": "per_head",
+    "ada_values9": "separate",
+    "split_rope_pair": "row",
+    "qknorm_rope_pair": "row",
+}
+# sglang's current design of each kernel, where the suite times it.
+UPSTREAM_CURRENT_VARIANT = {"split_rope_pair": "row", "qknorm_rope_pair": "row"}
+# The peers the dashboard's "speedup over eager" and "over torch.compile" divide by, where
+# not the variants of those names: the strongest code a team would otherwise run. The
+# fused prologue's "eager" is its exact reference, which no model runs; LTX-2's eager
+# attention runs the unfused prologue.
+SPEEDUP_PEERS = {
+    "qknorm_rope_pair": {"eager": "unfused_eager", "compiled": "unfused_compiled"},
+}
+
+# The asv class that times each kernel (benchmarks/bench_kernels.py): its name is the
+# first part of every benchmark name in the results, so it is fixed for good.
+ASV_CLASS = {
+    "split_rope": "SplitRope",
+    "ada_values9": "AdaValues9",
+    "split_rope_pair": "SplitRopePair",
+    "qknorm_rope_pair": "QKNormRopePair",
+}
