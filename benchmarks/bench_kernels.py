@@ -1,4 +1,4 @@
-"""asv suite: both LTX-2 kernels, every variant, every shape.
+"""asv suite: every LTX-2 kernel of ltx2k (one class each), every variant, every shape.
 
 Metrics per (variant, shape):
   time_device_cold   per-launch device time, inputs rotated past L2 (CUDA graph + events)
@@ -32,13 +32,18 @@ The time_* benchmarks use custom asv ``timer``s (ltx2k.measure) that return
 per-call device or host seconds, so asv's own samples, CIs and
 ``stats_ci_99_*`` apply and ``asv continuous/compare/publish`` judge them.
 
+The kernels, their asv classes, variants and shapes come from the working tree's
+ltx2k/workload/variants.py and shapes.json: a kernel added there gets its class here
+with no edit of this file.
+
 Guards for old commits: everything from ltx2k is imported inside setup; a
-commit that lacks the measurement core or a variant raises
+commit that lacks the measurement core, a kernel or a variant raises
 NotImplementedError, which asv records as a skip, never a crash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -128,15 +133,10 @@ ON_GPU = _has_gpu()
 if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 
+# kernel -> (its timed variants, this machine's shapes), one per asv class.
 _KERNELS = {
-    "split_rope": (
-        _VARIANTS.TIMED_VARIANTS["split_rope"],
-        _SHAPES.ROPE_SHAPES if ON_GPU else _SHAPES.ROPE_SHAPES_CPU,
-    ),
-    "ada_values9": (
-        _VARIANTS.TIMED_VARIANTS["ada_values9"],
-        _SHAPES.ADA_SHAPES if ON_GPU else _SHAPES.ADA_SHAPES_CPU,
-    ),
+    kernel: (_VARIANTS.TIMED_VARIANTS[kernel], _SHAPES.shapes_of(kernel, ON_GPU))
+    for kernel in _VARIANTS.ASV_CLASS
 }
 
 
@@ -170,12 +170,16 @@ def _preimport() -> None:
     # what the suite's cost per commit is made of (~270 processes).
     if _forks_no_benchmark():
         return
+    import importlib
+
     try:
-        import ltx2k.kernels.adaln  # noqa: F401
-        import ltx2k.kernels.rope  # noqa: F401
+        cases = _installed_cases()
         import ltx2k.measure.suite  # noqa: F401
     except ImportError:  # an old commit without them: setup will skip
         return
+    for spec in cases.KERNELS.values():  # the benchmarked commit's kernels
+        with contextlib.suppress(ImportError):  # not at this commit: its cells skip
+            importlib.import_module(spec.triton_module)
     if ON_GPU:
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
@@ -196,13 +200,13 @@ _preimport()
 # count the time its programs wait for the launch before them, so it has no time_kernel
 # (its device time is the graph replay's, launch after launch).
 VARIANT_METRICS = {
-    "compiled": ("device_cold", "host", "kernel"),
+    **{compiled: ("device_cold", "host", "kernel") for compiled in _VARIANTS.COMPILED_VARIANTS},
     "tiled_pdl": ("device_cold", "device_warm", "host", "allocations", "pct_copy_bandwidth"),
 }
 
 
 def _check_metric(variant: str, metric: str) -> None:
-    if variant == "compiled" and not ON_GPU:
+    if variant in _VARIANTS.COMPILED_VARIANTS and not ON_GPU:
         raise NotImplementedError("the torch.compile peer is timed on GPUs only")
     allowed = VARIANT_METRICS.get(variant)
     if allowed is not None and metric not in allowed:
@@ -220,12 +224,20 @@ def _timed_variants(variants, metric: str) -> list[str]:
     return out
 
 
+def _check_kernel(cases, kernel: str) -> None:
+    """NotImplementedError (a skip) where the benchmarked commit has no such kernel: the
+    suite is the working tree's, and older commits predate the newer kernels."""
+    if kernel not in getattr(cases, "KERNELS", {}):
+        raise NotImplementedError(f"no kernel {kernel!r} at this commit")
+
+
 def _host_calibrated_setup(kernel, variant, shape):
     try:
         cases = _installed_cases()
         from ltx2k.measure import suite
     except ImportError as e:
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
+    _check_kernel(cases, kernel)
     if not hasattr(suite, "host_calibrated"):
         raise NotImplementedError("calibrated host latency is not measured at this commit")
     cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
@@ -271,6 +283,8 @@ def _shape(kernel, label):
 def _check_layout(shape) -> None:
     # A commit from before the cos/sin layout was part of a shape builds every
     # RoPE input token-major: timing a head-major shape there would time the wrong one.
+    # (A kernel newer than the layout's data builds every layout; one the commit lacks
+    # skips in _prepare.)
     if getattr(shape, "layout", _SHAPES.DEFAULT_LAYOUT) == _SHAPES.DEFAULT_LAYOUT:
         return
     try:
@@ -310,6 +324,7 @@ def _prepare(kernel, metric, variant, shape, launch=None, context=None):
         from ltx2k.measure import suite
     except ImportError as e:  # commit predates the measurement core
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
+    _check_kernel(_installed_cases(), kernel)
     _check_metric(variant, metric)
     if metric not in getattr(suite, "METRICS", ()):
         raise NotImplementedError(f"metric {metric!r} is not measured at this commit")
@@ -379,6 +394,7 @@ def _count_allocations():
             for shape in _metric_shapes(kernel, "allocations", shape_list):
                 key = (kernel, variant, shape.label)
                 try:
+                    _check_kernel(cases, kernel)  # not at this commit: a skip
                     cases.variant_fn(kernel, variant)  # VariantUnavailable: a skip
                     out[key] = ("ok", suite.allocations(kernel, variant, shape))
                 except NotImplementedError as e:
@@ -436,7 +452,7 @@ def _track_setup(kernel, metric, variant, shape):
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
     _check_metric(variant, metric)
     cases = _installed_cases()
-
+    _check_kernel(cases, kernel)
     cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
 
 
@@ -605,9 +621,17 @@ def _suite(kernel: str, class_name: str):
 
     for name, version in PINNED_VERSIONS.items():
         getattr(Suite, name).version = version
+    # A metric that times no shape of this kernel on this machine is no benchmark of its
+    # class: asv would keep an empty parameter grid for it (a new kernel need not be in
+    # every opt-in list of shapes.json).
+    for name, fn in list(vars(Suite).items()):
+        if callable(fn) and name.startswith(("time_", "track_")) and not all(fn.params):
+            delattr(Suite, name)
     Suite.__name__ = Suite.__qualname__ = class_name
     return Suite
 
 
-SplitRope = _suite("split_rope", "SplitRope")
-AdaValues9 = _suite("ada_values9", "AdaValues9")
+# One asv class per kernel, named by the working tree's variants.ASV_CLASS (the first part
+# of each of its benchmarks' names): SplitRope, AdaValues9, SplitRopePair, QKNormRopePair.
+for _kernel, _class_name in _VARIANTS.ASV_CLASS.items():
+    globals()[_class_name] = _suite(_kernel, _class_name)

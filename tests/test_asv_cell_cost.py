@@ -20,13 +20,13 @@ def test_patch_wraps_the_setups_before_the_classes_bind_them(tmp_path):
     TOOL["patch"](suite)
     src = suite.read_text()
     ast.parse(src)
-    assert src.index("_cell_wrap(globals()[_n], _n)") < src.index("\nSplitRope = _suite(")
+    assert src.index("_cell_wrap(globals()[_n], _n)") < src.index(TOOL["MARKER"])
 
 
 def test_patch_refuses_a_file_without_the_suite(tmp_path):
     other = tmp_path / "x.py"
     other.write_text("x = 1\n")
-    with pytest.raises(SystemExit, match="no 'SplitRope = _suite\\(' line"):
+    with pytest.raises(SystemExit, match="no 'for _kernel, _class_name in .* line"):
         TOOL["patch"](other)
     assert other.read_text() == "x = 1\n"
 

@@ -90,6 +90,11 @@ def test_no_warm_skip_in_the_interpreter(bench, monkeypatch):
         ("compiled", "allocations", False),
         ("blocked", "device_warm", True),
         ("slab_dconst", "device_cold", True),
+        ("unfused_compiled", "host", True),
+        ("unfused_compiled", "device_warm", False),
+        ("unfused_compiled", "allocations", False),
+        ("two_launches", "device_warm", True),
+        ("unfused_ltx2k", "allocations", True),
     ],
 )
 def test_metric_sets_per_variant(on_gpu, variant, metric, allowed):
@@ -100,10 +105,11 @@ def test_metric_sets_per_variant(on_gpu, variant, metric, allowed):
             on_gpu._check_metric(variant, metric)
 
 
-def test_compiled_peer_is_gpu_only(bench, monkeypatch):
+@pytest.mark.parametrize("variant", variants.COMPILED_VARIANTS)
+def test_compiled_peers_are_gpu_only(bench, monkeypatch, variant):
     monkeypatch.setattr(bench, "ON_GPU", False)
     with pytest.raises(NotImplementedError, match="GPUs only"):
-        bench._check_metric("compiled", "host")
+        bench._check_metric(variant, "host")
 
 
 def test_params_are_the_working_tree_lists(bench):
@@ -119,6 +125,77 @@ def test_params_are_the_working_tree_lists(bench):
     names, labels = bench.AdaValues9.params
     assert names == list(variants.TIMED_VARIANTS["ada_values9"])
     assert labels == [s.label for s in ada]
+    # every kernel of the data has its class, named as the data says
+    for kernel, class_name in variants.ASV_CLASS.items():
+        names, labels = getattr(bench, class_name).params
+        assert names == list(variants.TIMED_VARIANTS[kernel])
+        assert labels == [s.label for s in shapes.shapes_of(kernel, _imported_on_gpu(bench))]
+    assert list(variants.ASV_CLASS)[-2:] == ["split_rope_pair", "qknorm_rope_pair"]
+    assert bench.SplitRopePair.__name__ == "SplitRopePair"
+    assert bench.QKNormRopePair.__name__ == "QKNormRopePair"
+
+
+def _gpu_class(bench, monkeypatch, kernel):
+    """*kernel*'s asv class as a GPU runner builds it (the module fixes its classes at
+    import, here in the interpreter)."""
+    monkeypatch.setattr(bench, "ON_GPU", True)
+    gpu = {k: (v, shapes.shapes_of(k, True)) for k, (v, _) in bench._KERNELS.items()}
+    monkeypatch.setattr(bench, "_KERNELS", gpu)
+    return bench._suite(kernel, variants.ASV_CLASS[kernel])
+
+
+def _benchmarks(cls) -> dict:
+    return {n: fn.params for n, fn in vars(cls).items() if n.startswith(("time_", "track_"))}
+
+
+@pytest.mark.parametrize("kernel", ["split_rope_pair", "qknorm_rope_pair"])
+def test_the_attention_prologue_kernels_metrics_on_a_gpu(bench, monkeypatch, kernel):
+    """Cold device time (and % of copy bandwidth, derived from it) at every GPU shape for
+    every variant; host latency and allocations at the decode shape; the fused prologue's
+    call contexts there too (its weights are the model's Parameters); nothing else: a
+    metric the data file lists no shape of is no benchmark of the class."""
+    spec = cases.KERNELS[kernel]
+    every = [s.label for s in spec.gpu_shapes]
+    decode = ["B4_Sq25_Sk25_H32_D64_shared"]
+    untimed_compiled = [v for v in spec.variants if v not in variants.COMPILED_VARIANTS]
+    expected = {
+        "time_device_cold": [list(spec.variants), every],
+        "track_pct_copy_bandwidth": [untimed_compiled, every],
+        "time_host_latency": [list(spec.variants), decode],
+        "track_allocations": [untimed_compiled, decode],
+    }
+    if kernel == "qknorm_rope_pair":
+        expected["time_host_context"] = [["plain", "model"], decode]
+    assert _benchmarks(_gpu_class(bench, monkeypatch, kernel)) == expected
+    # the older kernels keep every benchmark
+    assert len(_benchmarks(_gpu_class(bench, monkeypatch, "split_rope"))) == 10
+
+
+def test_a_kernel_the_benchmarked_commit_lacks_skips_every_cell(bench, monkeypatch):
+    """The suite is the working tree's; a commit from before a kernel has no KernelSpec of
+    it: each of its cells skips (NotImplementedError), the shared allocation counts too."""
+    import types
+
+    old = types.SimpleNamespace(
+        KERNELS={k: v for k, v in cases.KERNELS.items() if k in ("split_rope", "ada_values9")},
+        variant_fn=cases.variant_fn,
+    )
+    monkeypatch.setattr(bench, "_installed_cases", lambda: old)
+    label = bench._KERNELS["split_rope_pair"][1][0].label
+    for call in (
+        lambda: bench._prepare("split_rope_pair", "device_cold", "tiled_pdl", label),
+        lambda: bench._track_setup("qknorm_rope_pair", "pct_copy_bandwidth", "row", label),
+        lambda: bench._host_calibrated_setup("split_rope_pair", "tiled_pdl", label),
+    ):
+        with pytest.raises(NotImplementedError, match="no kernel '.*' at this commit"):
+            call()
+    from ltx2k.measure import suite
+
+    monkeypatch.setattr(suite, "allocations", lambda kernel, variant, shape: 1)
+    counts = bench._count_allocations()
+    new = {k: v for k, v in counts.items() if k[0] in ("split_rope_pair", "qknorm_rope_pair")}
+    assert new and all(status == "skip" for status, _ in new.values())
+    assert counts[("split_rope", "blocked", bench._KERNELS["split_rope"][1][0].label)][0] == "ok"
 
 
 @pytest.mark.parametrize("name", ["TORCHINDUCTOR_COMPILE_THREADS", "CUDA_DEVICE_MAX_CONNECTIONS"])
@@ -148,6 +225,9 @@ def test_the_suites_process_settings_hold_unless_told_otherwise(name, given, exp
 def test_calibrated_host_latency_times_only_the_default_variant_at_host_bound_shapes(on_gpu):
     for kernel, spec in cases.KERNELS.items():
         suite = getattr(on_gpu, spec.asv_class)
+        if not hasattr(suite, "track_host_calibrated"):  # no host-bound shape of it listed
+            assert _imported_on_gpu(on_gpu) and not shapes.HOST_BOUND_SHAPES[kernel]
+            continue
         fn = suite.track_host_calibrated
         assert fn.param_names == ["variant", "shape"]
         # params are fixed at import: on a GPU the host-bound shapes, in the interpreter
@@ -173,13 +253,14 @@ def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench
     algorithm's host launch paths are a benchmark of their own."""
     for spec in cases.KERNELS.values():
         for variant in spec.variants:
-            if variant == "compiled":
+            if variant in variants.COMPILED_VARIANTS:
                 continue
             for metric in ("device_cold", "device_warm", "host", "allocations"):
                 bench._check_metric(variant, metric)
         suite = getattr(bench, spec.asv_class)
-        assert suite.time_host_launch.param_names == ["launch", "shape"]
-        assert suite.time_host_launch.params[0] == list(variants.LAUNCH_PATHS)
+        if hasattr(suite, "time_host_launch"):  # on a GPU: where the data file lists shapes
+            assert suite.time_host_launch.param_names == ["launch", "shape"]
+            assert suite.time_host_launch.params[0] == list(variants.LAUNCH_PATHS)
     from ltx2k.measure import suite as measure_suite
 
     assert measure_suite.device_launch("blocked") == "triton"
@@ -188,13 +269,18 @@ def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench
     for kernel, default in variants.DEFAULT_VARIANT.items():
         assert measure_suite.device_launch(default, kernel) == "auto"
         assert measure_suite.device_launch("per_head", kernel) == "triton"
+        for peer in cases.KERNELS[kernel].peers:
+            assert measure_suite.device_launch(peer, kernel) == "auto"
         suite = getattr(bench, cases.KERNELS[kernel].asv_class)
-        assert suite.time_device_launch.param_names == ["launch", "shape"]
-        assert suite.time_device_launch.params[0] == list(variants.LAUNCH_PATHS)
+        if hasattr(suite, "time_device_launch"):
+            assert suite.time_device_launch.param_names == ["launch", "shape"]
+            assert suite.time_device_launch.params[0] == list(variants.LAUNCH_PATHS)
 
 
 def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
     for kernel, spec in cases.KERNELS.items():
+        if not shapes.KERNEL_TIME_SHAPES[kernel]:
+            continue  # not timed for kernel duration on GPUs (the interpreter times all)
         fn = getattr(bench, spec.asv_class).time_kernel
         assert fn.param_names == ["variant", "shape"]
         # every variant timed for it (not "tiled_pdl": VARIANT_METRICS); the torch.compile
@@ -203,7 +289,7 @@ def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
             v
             for v in spec.variants
             if "kernel" in bench.VARIANT_METRICS.get(v, ("kernel",))
-            and (v != "compiled" or _imported_on_gpu(bench))
+            and (v not in variants.COMPILED_VARIANTS or _imported_on_gpu(bench))
         ]
         assert set(shapes.KERNEL_TIME_SHAPES[kernel]) <= set(spec.gpu_shapes)
         # a decode shape (below the graph floor) and one the device time must agree at
@@ -224,7 +310,7 @@ def test_metrics_list_only_the_variants_they_time(on_gpu):
     assert on_gpu._timed_variants(("blocked", "compiled"), "kernel") == ["blocked", "compiled"]
     for spec in cases.KERNELS.values():
         suite = getattr(on_gpu, spec.asv_class)
-        assert "compiled" not in suite.track_allocations.params[0]
+        assert not set(variants.COMPILED_VARIANTS) & set(suite.track_allocations.params[0])
     # PDL overlaps launches: a CUPTI kernel duration would count the wait for the one before
     rope_suite = on_gpu.SplitRope
     assert "tiled_pdl" not in rope_suite.time_kernel.params[0]

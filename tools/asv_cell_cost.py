@@ -46,7 +46,7 @@ if _CELL_LOG:
         if _n in globals():
             globals()[_n] = _cell_wrap(globals()[_n], _n)
 """
-MARKER = "\nSplitRope = _suite("
+MARKER = "\nfor _kernel, _class_name in _VARIANTS.ASV_CLASS.items():"
 
 
 def patch(path: Path) -> None:
