@@ -182,33 +182,29 @@ def check(case: Case, args, log) -> list[str]:
 
 
 def sweep(args, row, log) -> None:
-    """Time the tiled configurations' alternatives: tokens per program (the tile's
-    elements) and warps, of the fused kernel and of the pair."""
+    """Time the shared-angle layouts (a program per tile, or persistent programs with the
+    next tile's loads in flight), their programs per SM and warps, of both kernels."""
     fused_tiled, pair_tiled = qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"]
-    fused_tile, rope_tile = qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS
+    saved = [(m, m.SHARED_LAYOUT, m.PROGRAMS_PER_SM) for m in (qknorm_rope, rope_pair)]
     try:
-        for tile in (2048, 4096, 8192):
-            for warps in (4, 8, 16):
-                qknorm_rope.TILE_ELEMENTS = tile
-                qknorm_rope.ALGORITHMS["tiled"] = lambda *p, w=warps: fused_tiled(*p)._replace(
-                    num_warps=w
-                )
-                us = cold_us(prologue_fns(args)["fused tiled"])
-                row["cold_us"][f"fused tiled tile={tile} warps={warps}"] = us
-                log(f"  sweep fused tile={tile} warps={warps}: {us:9.2f} us")
-        qknorm_rope.TILE_ELEMENTS = fused_tile
-        qknorm_rope.ALGORITHMS["tiled"] = fused_tiled
-        for tile in (2048, 4096, 8192):
-            for warps in (8, 16, 32):
-                rope.TILE_ELEMENTS = tile
-                rope_pair.ALGORITHMS["tiled"] = lambda *p, w=warps: pair_tiled(*p)._replace(
-                    num_warps=w
-                )
-                us = cold_us(pair_fns(args)["pair tiled"])
-                row["cold_us"][f"pair tiled tile={tile} warps={warps}"] = us
-                log(f"  sweep pair tile={tile} warps={warps}: {us:9.2f} us")
+        for name, module, tiled, fns, warp_counts in (
+            ("fused", qknorm_rope, fused_tiled, prologue_fns, (4, 8, 16)),
+            ("pair", rope_pair, pair_tiled, pair_fns, (8, 16)),
+        ):
+            for layout, per_sm in ((module.SHARED, 0), *((module.PERSISTENT, n) for n in (2, 4, 8))):
+                for warps in warp_counts:
+                    module.SHARED_LAYOUT, module.PROGRAMS_PER_SM = layout, per_sm or 4
+                    module.ALGORITHMS["tiled"] = (
+                        lambda *p, w=warps, t=tiled: t(*p)._replace(num_warps=w)
+                    )
+                    us = cold_us(fns(args)[f"{name} tiled"])
+                    key = f"{name} tiled layout={layout} per_sm={per_sm} warps={warps}"
+                    row["cold_us"][key] = us
+                    log(f"  sweep {key}: {us:9.2f} us")
+            module.ALGORITHMS["tiled"] = tiled
     finally:
-        qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS = fused_tile, rope_tile
+        for m, layout, per_sm in saved:
+            m.SHARED_LAYOUT, m.PROGRAMS_PER_SM = layout, per_sm
         qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"] = fused_tiled, pair_tiled
 
 
