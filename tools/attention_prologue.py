@@ -191,11 +191,12 @@ def sweep(args, row, log) -> None:
             ("fused", qknorm_rope, fused_tiled, prologue_fns, (4, 8, 16)),
             ("pair", rope_pair, pair_tiled, pair_fns, (8, 16)),
         ):
-            for layout, per_sm in ((module.SHARED, 0), *((module.PERSISTENT, n) for n in (2, 4, 8))):
+            layouts = ((module.SHARED, 0), *((module.PERSISTENT, n) for n in (2, 4, 8)))
+            for layout, per_sm in layouts:
                 for warps in warp_counts:
                     module.SHARED_LAYOUT, module.PROGRAMS_PER_SM = layout, per_sm or 4
-                    module.ALGORITHMS["tiled"] = (
-                        lambda *p, w=warps, t=tiled: t(*p)._replace(num_warps=w)
+                    module.ALGORITHMS["tiled"] = lambda *p, w=warps, t=tiled: t(*p)._replace(
+                        num_warps=w
                     )
                     us = cold_us(fns(args)[f"{name} tiled"])
                     key = f"{name} tiled layout={layout} per_sm={per_sm} warps={warps}"
