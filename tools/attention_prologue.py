@@ -247,11 +247,143 @@ def host_detail(log) -> dict:
     return out
 
 
+def transforms(log) -> list[str]:
+    """On CUDA: opcheck of both ops, gradients against eager autograd of the references,
+    torch.compile(fullgraph=True), torch.export and a CUDA graph replay, each compared
+    bit for bit with the reference."""
+    failures = []
+    for case in CASES:  # cross-attention (Sq != Sk); self-attention, shared cos/sin
+        if "Sq6144 Sk126" in case.label or "audio self" in case.label:
+            failures += _transforms_at(case, log)
+    return failures
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _transforms_at(case: Case, log) -> list[str]:
+    from torch.library import opcheck
+
+    failures = []
+    same = _same
+    sq, sk = (64, 64) if case.shared else (64, 48)
+    small = Case(case.label, 1, sq, sk, case.H, case.D, case.shared)
+    q, k, qw, kw, qc, qs, kc, ks = make(small)
+    if small.shared:
+        kc, ks = qc, qs
+    for name, fn in (
+        ("pair opcheck", lambda: opcheck(
+            torch.ops.ltx2k.split_rope_pair.default, (q, k, qc, qs, kc, ks, "tiled_pdl", "auto"))),
+        ("fused opcheck", lambda: opcheck(
+            torch.ops.ltx2k.qknorm_split_rope_pair.default,
+            (q, k, qw, kw, qc, qs, kc, ks, EPS, "tiled_pdl", "auto"))),
+    ):  # fmt: skip
+        try:
+            fn()
+            log(f"  {name} {small.label}: ok")
+        except Exception as e:  # noqa: BLE001 - a failure is reported, the rest still runs
+            failures.append(f"{name} at {small.label}: {type(e).__name__}: {e}")
+    # gradients of every input against eager autograd through the reference
+    for label, fn, ref, n in (
+        ("pair", rope_pair.apply_ltx2_split_rotary_emb_pair,
+         reference.split_rope_pair_reference, 6),
+        ("fused", lambda *a: qknorm_rope.ltx2_qknorm_split_rope_pair(*a, EPS),
+         lambda *a: reference.qknorm_split_rope_pair_reference(*a, EPS), 8),
+    ):  # fmt: skip
+        base = (q, k, qc, qs, kc, ks) if n == 6 else (q, k, qw, kw, qc, qs, kc, ks)
+        grads = []
+        for f in (fn, ref):
+            leaves = {id(t): t.detach().clone().requires_grad_() for t in base}
+            args = [leaves[id(t)] for t in base]
+            out = f(*args)
+            g = [torch.randn_like(o) for o in out] if not grads else grads[0][1]
+            torch.autograd.backward(out, g)
+            grads.append(([a.grad for a in args], g, out))
+        ok = same(grads[0][2], grads[1][2]) and all(
+            torch.equal(a, b) for a, b in zip(grads[0][0], grads[1][0], strict=True)
+        )
+        log(f"  {label} gradients {small.label}: {'ok' if ok else 'MISMATCH'}")
+        if not ok:
+            failures.append(f"{label} gradients at {small.label}")
+
+    def prologue(q, k, qw, kw, qc, qs, kc, ks):
+        a = rope_pair.apply_ltx2_split_rotary_emb_pair(q, k, qc, qs, kc, ks)
+        b = qknorm_rope.ltx2_qknorm_split_rope_pair(q, k, qw, kw, qc, qs, kc, ks, EPS)
+        return (*a, *b)
+
+    args = (q, k, qw, kw, qc, qs, kc, ks)
+    want = (
+        *reference.split_rope_pair_reference(q, k, qc, qs, kc, ks),
+        *reference.qknorm_split_rope_pair_reference(*args, EPS),
+    )
+    checks = {}
+    checks["compile"] = lambda: torch.compile(prologue, fullgraph=True)(*args)
+
+    class Block(torch.nn.Module):
+        def forward(self, *a):
+            return prologue(*a)
+
+    def exported():
+        ep = torch.export.export(Block(), args)
+        targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+        assert "ltx2k.split_rope_pair.default" in targets, targets
+        assert "ltx2k.qknorm_split_rope_pair.default" in targets, targets
+        return ep.module()(*args)
+
+    checks["export"] = exported
+
+    def graphed():
+        static = [t.clone() for t in args]
+        if small.shared:
+            static[6], static[7] = static[4], static[5]
+        prologue(*static)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = prologue(*static)
+        fresh = make(small, seed=7)
+        for dst, src in zip(static, fresh, strict=True):
+            if dst.data_ptr() not in {s.data_ptr() for s in static[:0]}:
+                dst.copy_(src)
+        g.replay()
+        torch.cuda.synchronize()
+        f = list(static)
+        ref = (
+            *reference.split_rope_pair_reference(f[0], f[1], f[4], f[5], f[6], f[7]),
+            *reference.qknorm_split_rope_pair_reference(*f, EPS),
+        )
+        return outs, ref
+
+    for name, fn in checks.items():
+        try:
+            got = fn()
+            ok = same(got, want)
+        except Exception as e:  # noqa: BLE001
+            ok, got = False, e
+        log(f"  {name} {small.label}: {'ok' if ok else f'FAILED {got!r}'[:300]}")
+        if not ok:
+            failures.append(f"{name} at {small.label}")
+    try:
+        outs, ref = graphed()
+        ok = same(outs, ref)
+    except Exception as e:  # noqa: BLE001
+        ok = False
+        log(f"  cuda graph: {e!r}")
+    log(f"  cuda graph replay with new inputs {small.label}: {'ok' if ok else 'MISMATCH'}")
+    if not ok:
+        failures.append(f"cuda graph at {small.label}")
+    return failures
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every number here")
     ap.add_argument("--cases", default="", help="comma-separated substrings of case labels")
     ap.add_argument("--no-time", action="store_true", help="correctness only")
+    ap.add_argument(
+        "--transforms", action="store_true", help="also opcheck, gradients, compile, export, graphs"
+    )
     ap.add_argument(
         "--sweep", action="store_true", help="also time the fused tiled kernel's warp counts"
     )
@@ -285,6 +417,8 @@ def main(argv=None) -> int:
         if a.sweep:
             sweep(args, row, log)
         results.append(row)
+    if a.transforms:
+        failures += transforms(log)
     for f in failures:
         log(f"MISMATCH {f}")
     detail = host_detail(log) if a.sweep else None
