@@ -29,7 +29,7 @@ from ltx2k.history.records import load_results
 from ltx2k.report import asv_site, firstscreen, links, page, plots, publish
 from ltx2k.report.firstscreen import markup
 from ltx2k.report.plots import kernel_history, style
-from ltx2k.workload import shapes, variants
+from ltx2k.workload import cases, shapes, variants
 from tools.synthetic_history import generate_history
 
 N_COMMITS = 12
@@ -513,9 +513,12 @@ def test_summary_images_exist_and_index_links_to_summary(site):
     result, _ = site
     html = result.summary.read_text(encoding="utf-8")
     srcs = re.findall(r'<img src="([^"]+)"', html)
-    kernels = ("split_rope", "ada_values9")
-    # matrix + per kernel: two histories, speedup, bandwidth, roofline, cross-GPU
-    assert len(srcs) == 1 + 6 * len(kernels)
+    # matrix + per kernel: two histories, speedup over each of sglang's kernels (one figure
+    # where original and current are one variant), bandwidth, roofline, cross-GPU
+    per_kernel = {k: 5 + len(plots.speedup_baselines(k)) for k in cases.KERNELS}
+    assert len(srcs) == 1 + sum(per_kernel.values())
+    for kernel in cases.KERNELS:
+        assert f"summary/speedup_{kernel}.png" in srcs
     for src in srcs:
         assert not src.startswith(("/", "http")), "images must be relative for static hosts"
         assert _png_size(result.html_dir / src)[0] > 0
@@ -662,8 +665,14 @@ def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
     first_shape = shapes.ROPE_SHAPES[0].label
     for machine in ("h200", "a100-sxm4-80gb"):
         cells = _fs_cells(tables, machine, "split_rope")
-        # Columns follow the spec; the kernel-duration column only exists with its metric.
-        assert list(cells) == [c.key for c in firstscreen.COLUMNS if not c.optional]
+        # Columns follow the spec; the kernel-duration column only exists with its metric,
+        # a speedup column only where the kernel has its variant (no sglang-current RoPE).
+        assert list(cells) == [
+            c.key
+            for c in firstscreen.COLUMNS
+            if not c.optional and (not c.derived or c.peer_variant("split_rope"))
+        ]
+        assert "x-upstream" not in cells and "x-baseline" in cells
         for key, metric in (
             ("cold", "time_device_cold"),
             ("host", "time_host_latency"),
@@ -680,6 +689,22 @@ def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
         )
         _, mine = _head_value(records, machine, "split_rope", "time_device_cold", rope, first_shape)
         assert float(cells["x-eager"][0]["data-value"]) == pytest.approx(eager / mine)
+        # The fused prologue's table: speedup over sglang's current design (row), and over
+        # eager and torch.compile as LTX-2 runs them, the unfused prologue.
+        kernel = "qknorm_rope_pair"
+        shape = cases.KERNELS[kernel].gpu_shapes[0].label
+        fused = _fs_cells(tables, machine, kernel)
+        assert {"x-baseline", "x-upstream", "x-eager", "x-compiled"} <= set(fused)
+        default = firstscreen.default_variant(kernel)
+        _, mine = _head_value(records, machine, kernel, "time_device_cold", default, shape)
+        for key, peer in (
+            ("x-upstream", "row"),
+            ("x-eager", "unfused_eager"),
+            ("x-compiled", "unfused_compiled"),
+        ):
+            _, theirs = _head_value(records, machine, kernel, "time_device_cold", peer, shape)
+            assert float(fused[key][0]["data-value"]) == pytest.approx(theirs / mine), key
+            assert peer in fused[key][0]["title"]
 
 
 @pytest.mark.slow
@@ -1176,3 +1201,31 @@ def test_verdicts_are_told_in_plain_words():
     assert "not enough history yet" in page._status_badge("insufficient")
     cell = Cell(None, plots.FLAG_INSUFFICIENT, 1e-5, None, None, "none")
     assert 'title="not enough history yet:' in page._cell(cell, "h200", "seconds")
+
+
+def test_speedups_are_over_sglangs_original_and_current_kernels():
+    """Each kernel's speedup figures: over sglang's original kernel, and over its current
+    design where the suite times it; one figure where the two are one variant."""
+    assert plots.speedup_baselines("split_rope") == {"per_head": "sglang's original"}
+    assert plots.speedup_baselines("qknorm_rope_pair") == {"row": "sglang's original and current"}
+    for kernel in cases.KERNELS:
+        assert variants.BASELINE_VARIANT[kernel] in plots.speedup_baselines(kernel)
+    upstream = firstscreen.Column("x", "x", "time_device_cold", "×", peer="upstream")
+    assert upstream.peer_variant("split_rope_pair") == "row"
+    assert upstream.peer_variant("ada_values9") is None
+    eager = next(c for c in firstscreen.COLUMNS if c.key == "x-eager")
+    assert eager.peer_variant("qknorm_rope_pair") == "unfused_eager"
+    assert eager.peer_variant("split_rope_pair") == "eager"
+
+
+def test_a_kernel_whose_module_is_not_installed_shows_the_datas_default(monkeypatch):
+    from ltx2k.report.firstscreen import views
+
+    spec = cases.KERNELS["qknorm_rope_pair"]
+    gone = dataclasses.replace(spec, triton_module="ltx2k.kernels.no_such_module")
+    monkeypatch.setitem(cases.KERNELS, "qknorm_rope_pair", gone)
+    views.default_variant.cache_clear()
+    try:
+        assert views.default_variant("qknorm_rope_pair") == "tiled_pdl"
+    finally:
+        views.default_variant.cache_clear()

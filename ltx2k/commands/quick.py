@@ -11,7 +11,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s = subparsers.add_parser(
         "quick", help="time every variant now, without asv, and print a table"
     )
-    s.add_argument("--kernel", action="append", help="split_rope or ada_values9 (repeatable)")
+    from ltx2k.workload import variants  # plain data, no torch
+
+    kernels = ", ".join(variants.TIMED_VARIANTS)
+    s.add_argument("--kernel", action="append", help=f"one of {kernels} (repeatable)")
     s.add_argument("--shape", action="append", help="shape label to keep (repeatable)")
     s.add_argument(
         "--seconds", type=positive(float), default=0.2, help="time budget per measurement"

@@ -450,9 +450,16 @@ def build_summary(
                 f"history_{k}_{metric}.png",
                 f"{k} {plots.METRIC_TITLES[metric]} history",
             )
-        if k in BASELINE_VARIANT:
+        # Over sglang's original kernel and over its current design, where the kernel has
+        # them (one figure where they are one variant).
+        for over, what in plots.speedup_baselines(k).items():
+            own = "" if over == BASELINE_VARIANT.get(k) else f"_{over}"
+            name = f"speedup_{k}{own}.png"
             add(
-                "speedup", lambda k=k: plots.speedup(records, k), f"speedup_{k}.png", f"{k} speedup"
+                "speedup",
+                lambda k=k, over=over: plots.speedup(records, k, over=over),
+                name,
+                f"{k} speedup over {over} ({what})",
             )
         add(
             "bandwidth",

@@ -19,7 +19,6 @@ from ltx2k.analysis.thresholds import Thresholds
 from ltx2k.report import links, plots
 from ltx2k.runner import asv_compat
 from ltx2k.workload import cases, variants
-from ltx2k.workload.variants import BASELINE_VARIANT
 
 # How many of a GPU's commits a sparkline spans (the regress window's length).
 SPARK_COMMITS = 20
@@ -48,18 +47,27 @@ class Column:
         return self.peer is not None
 
     def peer_variant(self, kernel: str) -> str | None:
-        """The variant this column divides by: BASELINE_PEER is the kernel's own baseline."""
+        """The variant this column divides by for *kernel*, None where it has none: sglang's
+        original (BASELINE_PEER) and current (UPSTREAM_PEER) kernels are per kernel, and so
+        is the peer a kernel is compared with as "eager" or "torch.compile"
+        (variants.SPEEDUP_PEERS: the fused prologue's is the unfused one)."""
         if self.peer == BASELINE_PEER:
-            return BASELINE_VARIANT.get(kernel)
-        return self.peer
+            return variants.BASELINE_VARIANT.get(kernel)
+        if self.peer == UPSTREAM_PEER:
+            return variants.UPSTREAM_CURRENT_VARIANT.get(kernel)
+        if self.peer is None:
+            return None
+        return variants.SPEEDUP_PEERS.get(kernel, {}).get(self.peer, self.peer)
 
     def explanation(self, kernel: str) -> str:
         return self.explain.format(peer=self.peer_variant(kernel) or "")
 
 
 # Column.peer for "the kernel's baseline variant" (variants.BASELINE_VARIANT: sglang's
-# original kernel), which differs per kernel.
+# original kernel) and for sglang's current design (variants.UPSTREAM_CURRENT_VARIANT),
+# which differ per kernel.
 BASELINE_PEER = "baseline"
+UPSTREAM_PEER = "upstream"
 _SPEEDUP = "{peer}'s cold-L2 device time ÷ this variant's (higher: this one is faster)"
 
 
@@ -74,6 +82,8 @@ COLUMNS: tuple[Column, ...] = (
            explain="bytes moved ÷ cold time, as % of this GPU's measured copy bandwidth"),
     Column("x-baseline", "speedup over sglang's original", "time_device_cold", "×",
            peer=BASELINE_PEER, explain=_SPEEDUP),
+    Column("x-upstream", "speedup over sglang's current", "time_device_cold", "×",
+           peer=UPSTREAM_PEER, explain=_SPEEDUP),
     Column("x-eager", "speedup over eager", "time_device_cold", "×", peer="eager",
            explain=_SPEEDUP),
     Column("x-compiled", "speedup over torch.compile", "time_device_cold", "×",
@@ -102,7 +112,10 @@ def default_variant(kernel: str) -> str | None:
     spec = cases.KERNELS.get(kernel)
     if spec is None:
         return None
-    fn = getattr(importlib.import_module(spec.triton_module), spec.public_fn)
+    try:
+        fn = getattr(importlib.import_module(spec.triton_module), spec.public_fn)
+    except ModuleNotFoundError:  # the kernel's module is not installed: the data's default
+        return variants.DEFAULT_VARIANT.get(kernel)
     param = inspect.signature(fn).parameters.get("variant")
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
@@ -334,8 +347,8 @@ def _shown_variant(kernel: str, default: str, index, machine: str, head: str | N
 
     if has(default):
         return default
-    peers = {c.peer for c in COLUMNS if c.peer}
-    present = [v for v in cases.KERNELS[kernel].variants if v not in peers and has(v)]
+    spec = cases.KERNELS[kernel]
+    present = [v for v in spec.variants if v not in spec.peers and has(v)]
     if not present:
         return default
     for former in variants.FORMER_DEFAULTS.get(kernel, ()):
@@ -406,20 +419,23 @@ def build_views(
                 continue  # a kernel ltx2k.workload.cases does not know has no default to show
             variant = _shown_variant(k, default, index, m, head)
             shapes_here = {s for (mm, kk, _, s) in index if mm == m and kk == k and s}
+            # A speedup over a variant the kernel does not have (sglang's current design of
+            # a kernel it has none of) is no column of its table.
+            kcols = [c for c in cols if not c.derived or c.peer_variant(k) is not None]
             table_rows = []
             for shape in plots.ordered(shapes_here, _shape_order(k)):
                 recs = {
                     metric: index.get((m, k, metric, shape), ())
-                    for metric in {c.metric for c in cols}
+                    for metric in {c.metric for c in kcols}
                 }
                 cells = [
                     _screen_cell(col, recs, variant, window, m, rows_by_key, prov, kernel=k,
                                  measured=(m, k, col.metric, shape) in tried)
-                    for col in cols
+                    for col in kcols
                 ]  # fmt: skip
                 gpu_ids |= {c.gpu_id for c in cells if c.gpu_id}
                 table_rows.append((shape, cells))
-            tables.append(KernelTable(k, variant, cols, table_rows, default))
+            tables.append(KernelTable(k, variant, kcols, table_rows, default))
         info = dict((machines_info or {}).get(m) or {})
         if not info:
             for r in records:

@@ -24,6 +24,7 @@ from ltx2k.report.plots.comparisons import (
     cross_gpu,
     roofline,
     speedup,
+    speedup_baselines,
 )
 from ltx2k.report.plots.data import (
     ASV_CLASS_KERNEL,
@@ -81,6 +82,7 @@ __all__ = [
     "roofline",
     "save",
     "speedup",
+    "speedup_baselines",
     "split_benchmark",
     "variant_colours",
 ]

@@ -37,7 +37,7 @@ from ltx2k.report.plots.style import (
     variant_markers,
 )
 from ltx2k.workload import cases
-from ltx2k.workload.variants import BASELINE_VARIANT
+from ltx2k.workload.variants import BASELINE_VARIANT, UPSTREAM_CURRENT_VARIANT
 
 
 def _latest_values(
@@ -99,17 +99,33 @@ def _variant_legend(fig, variants, colours, ncols=None, markers=None) -> None:
     )
 
 
-def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Figure:
-    """Speedup of each variant over ``BASELINE_VARIANT[kernel]`` per shape, one panel per GPU.
+def speedup_baselines(kernel: str) -> dict[str, str]:
+    """The variants *kernel*'s speedups are shown over, each with what it is: sglang's
+    original kernel (``BASELINE_VARIANT``) and its current design
+    (``UPSTREAM_CURRENT_VARIANT``), one entry where the two are one variant."""
+    out: dict[str, str] = {}
+    for table, what in ((BASELINE_VARIANT, "original"), (UPSTREAM_CURRENT_VARIANT, "current")):
+        variant = table.get(kernel)
+        if variant is not None:
+            out[variant] = f"{out[variant]} and {what}" if variant in out else f"sglang's {what}"
+    return out
+
+
+def speedup(
+    records: Sequence, kernel: str, *, metric: str = DEVICE_COLD, over: str | None = None
+) -> Figure:
+    """Speedup of each variant over *over* (default ``BASELINE_VARIANT[kernel]``, sglang's
+    original; :func:`speedup_baselines` lists the others) per shape, one panel per GPU.
 
     Speedup = baseline time / variant time at each machine's latest commit
     (bars above the 1x line are faster than the baseline), log2 y axis.
     """
-    baseline = BASELINE_VARIANT.get(kernel)
+    baseline = over if over is not None else BASELINE_VARIANT.get(kernel)
     if baseline is None:
         raise ValueError(
             f"kernel has no BASELINE_VARIANT in ltx2k.workload.variants, got {kernel!r}"
         )
+    what = speedup_baselines(kernel).get(baseline)
     values = _latest_values(records, kernel, metric)
     machines = sorted({m for m, _, _ in values})
     if not machines:
@@ -143,8 +159,8 @@ def speedup(records: Sequence, kernel: str, *, metric: str = DEVICE_COLD) -> Fig
     axes[0].set_ylabel(f"speedup over {baseline} (×)")
     _variant_legend(fig, others, colours, ncols=min(len(others), 4 * len(machines), 8))
     fig.suptitle(
-        f"{kernel}: speedup over {baseline}, {METRIC_TITLES.get(metric, metric)}"
-        " (higher is better)",
+        f"{kernel}: speedup over {baseline}{f' ({what})' if what else ''}, "
+        f"{METRIC_TITLES.get(metric, metric)} (higher is better)",
         fontsize=11,
     )
     return fig

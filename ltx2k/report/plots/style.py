@@ -32,8 +32,15 @@ FLAG_COLOURS = {
     FLAG_OK: "#e8e8e8",
     FLAG_INSUFFICIENT: "#f7f7f7",
 }
-# The PyTorch peers every Triton variant is measured against: neutral colours.
-PEER_COLOURS = {"eager": "#222222", "compiled": "#8c8c8c"}
+# The PyTorch peers the Triton variants are measured against: neutral colours, the eager
+# ones dark, the compiled ones grey (the unfused prologue's a shade apart from the fused
+# reference's, for a figure that shows both).
+PEER_COLOURS = {
+    "eager": "#222222",
+    "compiled": "#8c8c8c",
+    "unfused_eager": "#555555",
+    "unfused_compiled": "#b3b3b3",
+}
 # tab10 without its red (the regression colour) and grey (the peers): eight
 # colours a reader tells apart, enough for every Triton variant of a kernel.
 VARIANT_PALETTE = (
