@@ -232,17 +232,29 @@ MAX_EPS_VALUES = 8  # eps values with native memos; others take the lean path
 
 
 def _site(algo: str, shared: bool, eps: float) -> _native.Site | None:
+    """The native memo of (algorithm, shared cos/sin, eps); both sharings' memos of an eps
+    are made together, and listed in _NATIVE for the public function's hot path."""
     site = _SITES.get((algo, shared, eps))
     if site is None:
         if len(_SITES) >= MAX_EPS_VALUES * 2 * len(ALGORITHMS):
             return None
-        site = _native.Site(
-            f"qknorm_rope_pair/{algo}{'/shared' if shared else ''}/eps={eps!r}",
-            n_inputs=6 if shared else 8,
-            unbind=False,
-            n_outputs=2,
-        )
-        site = _SITES.setdefault((algo, shared, eps), site)
+        with _launch.LOCK:
+            pair = tuple(
+                _SITES.setdefault(
+                    (algo, sh, eps),
+                    _native.Site(
+                        f"qknorm_rope_pair/{algo}{'/shared' if sh else ''}/eps={eps!r}",
+                        n_inputs=6 if sh else 8,
+                        unbind=False,
+                        n_outputs=2,
+                    ),
+                )
+                for sh in (False, True)
+            )
+            for call, (a, path) in CALLS.items():
+                if a == algo and path == "native":
+                    _NATIVE[(*call, eps)] = pair
+        site = pair[shared]
     return site
 
 
@@ -316,6 +328,29 @@ def ltx2_qknorm_split_rope_pair(
         ``(q_out, k_out)``, new bf16 tensors shaped as q and k.
     """
     _checks.record_call("qknorm_rope_pair", q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
+    sites = _NATIVE.get((variant, launch, eps))
+    if sites is not None and type(eps) is float and not torch.compiler.is_compiling():
+        # The hot path of a decode step: one dict lookup, inline checks, one C call. (An int
+        # eps equal to a float one finds its memos: the type check sends it the long way.)
+        P = _PLAIN_TYPES
+        if q_cos is k_cos and q_sin is k_sin:
+            if (
+                type(q) in P
+                and type(k) in P
+                and type(q_weight) in P
+                and type(k_weight) in P
+                and type(q_cos) in P
+                and type(q_sin) in P
+                and not q.is_meta
+                and _native._functorch_level() is None
+            ):
+                out = sites[1].call(q, k, q_weight, k_weight, q_cos, q_sin)
+                if out is not None:
+                    return out
+        elif _plain(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin):
+            out = sites[0].call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
+            if out is not None:
+                return out
     call = CALLS.get((variant, launch))
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
@@ -346,6 +381,11 @@ def _native_call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, algo
         return None
     site = _site(algo, shared, eps)
     return None if site is None else site.call(*inputs)
+
+
+# (variant, launch, eps) -> (separate, shared) native memos of the calls that take the
+# native path, filled as each eps value is first seen (_site).
+_NATIVE: dict[tuple[str, str, float], tuple[_native.Site, _native.Site]] = {}
 
 
 def _call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, algo: str, path: str):
