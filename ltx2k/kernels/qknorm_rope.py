@@ -328,8 +328,8 @@ def ltx2_qknorm_split_rope_pair(
         ``(q_out, k_out)``, new bf16 tensors shaped as q and k.
     """
     _checks.record_call("qknorm_rope_pair", q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
-    sites = _NATIVE.get((variant, launch, eps))
-    if sites is not None and type(eps) is float and not torch.compiler.is_compiling():
+    sites = _NATIVE.get((variant, launch, eps)) if type(eps) is float else None
+    if sites is not None and not torch.compiler.is_compiling():
         # The hot path of a decode step: one dict lookup, inline checks, one C call. (An int
         # eps equal to a float one finds its memos: the type check sends it the long way.)
         P = _PLAIN_TYPES
