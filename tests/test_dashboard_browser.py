@@ -26,7 +26,8 @@ from urllib.parse import quote
 
 import pytest
 
-from ltx2k.report import asv_site, firstscreen, page, publish
+from ltx2k.report import asv_site, firstscreen, page, plots, publish
+from ltx2k.workload import cases
 from tools.synthetic_history import generate_history
 
 pytestmark = pytest.mark.slow
@@ -208,8 +209,9 @@ def test_summary_page_renders_with_all_images(site, base_url, page_):
     images = page_.evaluate(
         "Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth])"
     )
-    # matrix + per kernel: two histories, speedup, bandwidth, roofline, cross-GPU
-    assert len(images) == 1 + 6 * 2
+    # matrix + per kernel: two histories, speedup over each of sglang's kernels,
+    # bandwidth, roofline, cross-GPU
+    assert len(images) == 1 + sum(5 + len(plots.speedup_baselines(k)) for k in cases.KERNELS)
     broken = [src for src, complete, width in images if not complete or width <= 0]
     assert not broken, f"images that did not load: {broken}"
     listed = page_.locator("#machines-table tbody tr").evaluate_all(

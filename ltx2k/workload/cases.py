@@ -2,8 +2,9 @@
 
 The shapes come from ``ltx2k.workload.shapes`` and the variants from ``ltx2k.workload.variants``
 (plain data). This is the one place that knows how to build a kernel's inputs, call a
-variant and count its minimum traffic; the asv suite, pytest-benchmark, the
-CLI and the correctness gate all go through it.
+variant, count its minimum traffic, say what the variant is gated against and map a
+recorded call to a suite shape (one :class:`KernelSpec` per kernel); the asv suite,
+pytest-benchmark, the CLI, the correctness gate and the recorder all go through it.
 """
 
 from __future__ import annotations
