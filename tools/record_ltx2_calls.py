@@ -9,6 +9,10 @@ several resolutions and durations, under ``ltx2k.record_shapes``:
 - RoPE in the audio width (32 x 64) over the video tokens: the audio-video cross
   attention's video side;
 - AdaLN with per-token timesteps (``timestep [B, S, 9*D]``) on each stream;
+- the attention prologue (split RoPE of q and k in one call, and the fused q/k RMSNorm
+  then split RoPE) of each stream's self-attention, one cos/sin for q and k, and of both
+  cross-modal attentions in the audio width (video queries with audio keys, and audio
+  queries with video keys), each side with its own cos/sin;
 - cos/sin token-major (``[B, S, H, D/2]`` viewed as ``[B, H, S, D/2]``), as the model
   passes them; ``--head-major`` adds the same calls with head-major cos/sin.
 
@@ -86,6 +90,21 @@ def calls(small: bool) -> list[tuple[str, Stream, int]]:
     return out
 
 
+def prologue_calls(small: bool) -> list[tuple[str, Stream, int, int]]:
+    """(what, width, q tokens, k tokens) of every attention's prologue at every video size:
+    self-attention (q and k of one stream, one cos/sin) and both cross-modal attentions."""
+    video, audio = (SMALL_VIDEO, SMALL_AUDIO) if small else (VIDEO, AUDIO)
+    spatial = 16 if small else SPATIAL_COMPRESSION
+    out = []
+    for h, w, f in SMALL_VIDEOS if small else VIDEOS:
+        n_video, n_audio = video_tokens(h, w, f, spatial), audio_tokens(f)
+        out.append(("video self attention", video, n_video, n_video))
+        out.append(("audio self attention", audio, n_audio, n_audio))
+        out.append(("audio-to-video cross attention", audio, n_video, n_audio))
+        out.append(("video-to-audio cross attention", audio, n_audio, n_video))
+    return out
+
+
 def run(out: Path, batches: list[int], steps: int, head_major: bool, small: bool) -> None:
     runtime.select_backend()
     import ltx2k
@@ -109,6 +128,15 @@ def run(out: Path, batches: list[int], steps: int, head_major: bool, small: bool
                         ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin)
                         ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin)
                 print(f"B={B} {what}: {S} tokens, {stream.heads} x {stream.head_dim}", flush=True)
+            for what, stream, Sq, Sk in prologue_calls(small):
+                for lay in layouts:
+                    fields = (B, Sq, Sk, stream.heads, stream.head_dim, lay, Sq == Sk)
+                    pair = cases.pair_inputs(shapes.PairShape(*fields), device)
+                    fused = cases.qknorm_pair_inputs(shapes.QKNormPairShape(*fields), device)
+                    for _ in range(steps):
+                        ltx2k.apply_ltx2_split_rotary_emb_pair(*pair)
+                        ltx2k.ltx2_qknorm_split_rope_pair(*fused)
+                print(f"B={B} {what} prologue: {Sq} x {Sk} tokens", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
