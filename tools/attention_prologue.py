@@ -182,30 +182,29 @@ def check(case: Case, args, log) -> list[str]:
 
 
 def sweep(args, row, log) -> None:
-    """Time the shared-angle layouts (a program per tile, or persistent programs with the
-    next tile's loads in flight), their programs per SM and warps, of both kernels."""
+    """Time the tiled configurations' alternatives: tokens per program (the tile's
+    elements) and warps, of the fused kernel and of the pair."""
     fused_tiled, pair_tiled = qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"]
-    saved = [(m, m.SHARED_LAYOUT, m.PROGRAMS_PER_SM) for m in (qknorm_rope, rope_pair)]
+    fused_tile, rope_tile = qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS
     try:
-        for name, module, tiled, fns, warp_counts in (
-            ("fused", qknorm_rope, fused_tiled, prologue_fns, (4, 8, 16)),
-            ("pair", rope_pair, pair_tiled, pair_fns, (8, 16)),
+        for name, tiled, fns, warp_counts in (
+            ("fused", fused_tiled, prologue_fns, (4, 8, 16)),
+            ("pair", pair_tiled, pair_fns, (8, 16, 32)),
         ):
-            layouts = ((module.SHARED, 0), *((module.PERSISTENT, n) for n in (2, 4, 8)))
-            for layout, per_sm in layouts:
+            module = qknorm_rope if name == "fused" else rope_pair
+            for tile in (2048, 4096, 8192):
                 for warps in warp_counts:
-                    module.SHARED_LAYOUT, module.PROGRAMS_PER_SM = layout, per_sm or 4
+                    qknorm_rope.TILE_ELEMENTS = rope.TILE_ELEMENTS = tile
                     module.ALGORITHMS["tiled"] = lambda *p, w=warps, t=tiled: t(*p)._replace(
                         num_warps=w
                     )
                     us = cold_us(fns(args)[f"{name} tiled"])
-                    key = f"{name} tiled layout={layout} per_sm={per_sm} warps={warps}"
+                    key = f"{name} tiled tile={tile} warps={warps}"
                     row["cold_us"][key] = us
                     log(f"  sweep {key}: {us:9.2f} us")
             module.ALGORITHMS["tiled"] = tiled
     finally:
-        for m, layout, per_sm in saved:
-            m.SHARED_LAYOUT, m.PROGRAMS_PER_SM = layout, per_sm
+        qknorm_rope.TILE_ELEMENTS, rope.TILE_ELEMENTS = fused_tile, rope_tile
         qknorm_rope.ALGORITHMS["tiled"], rope_pair.ALGORITHMS["tiled"] = fused_tiled, pair_tiled
 
 

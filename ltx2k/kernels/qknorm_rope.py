@@ -39,11 +39,7 @@ from ltx2k.kernels import _checks, _launch, _native, _routing, _tiles, rope, rop
 from ltx2k.workload import record as _record
 from ltx2k.workload import reference, variants
 
-SEPARATE, SHARED, ROW, PERSISTENT = 0, 1, 2, 3
-# How a tiled launch with shared cos/sin runs (SHARED: a program per tile; PERSISTENT: a
-# program per PROGRAMS_PER_SM x SMs, walking tiles with the next one's loads in flight).
-SHARED_LAYOUT = SHARED
-PROGRAMS_PER_SM = 4
+SEPARATE, SHARED, ROW = 0, 1, 2
 # Elements of one half-operand per program and per thread (split RoPE's tile).
 TILE_ELEMENTS = 2048
 ELEMENTS_PER_THREAD = 4
@@ -125,42 +121,6 @@ def _qknorm_rope_pair_kernel(
         w1, w2 = _load_weight(k_w_ptr, heads, cols, H, HALF)
         y1, y2 = _tiles.rms_normalize(k1, k2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
         _tiles.rotate_store(k_out_ptr, first, y1, y2, c, sn, HALF, mask)
-    elif MODE == 3:
-        # Shared cos/sin, persistent: a program walks tiles pid, pid + programs, ...; the
-        # weights are read once, and the next tile's q and k are loaded before this tile's
-        # norms, so the loads of one overlap the reductions of the other.
-        n_tiles = (q_tokens + BLOCK_TOKENS - 1) // BLOCK_TOKENS
-        step = q_programs  # the grid
-        hidden = H * 2 * HALF
-        first, mask, b, s, heads, cols = _tiles.tile_offsets(
-            pid * BLOCK_TOKENS, q_tokens, Sq, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, 0
-        )
-        qw1, qw2 = _load_weight(q_w_ptr, heads, cols, H, HALF)
-        kw1, kw2 = _load_weight(k_w_ptr, heads, cols, H, HALF)
-        q1 = tl.load(q_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        q2 = tl.load(q_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        k1 = tl.load(k_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        tile = pid
-        while tile < n_tiles:
-            nfirst, nmask, nb, ns, _, _ = _tiles.tile_offsets(
-                (tile + step) * BLOCK_TOKENS, q_tokens, Sq, H, HALF,
-                BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, 0,
-            )  # fmt: skip
-            nq1 = tl.load(q_ptr + nfirst, mask=nmask, other=0.0).to(tl.float32)
-            nq2 = tl.load(q_ptr + nfirst + HALF, mask=nmask, other=0.0).to(tl.float32)
-            nk1 = tl.load(k_ptr + nfirst, mask=nmask, other=0.0).to(tl.float32)
-            nk2 = tl.load(k_ptr + nfirst + HALF, mask=nmask, other=0.0).to(tl.float32)
-            y1, y2 = _tiles.rms_normalize(q1, q2, qw1, qw2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
-            c, sn = _tiles.load_angles(
-                q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
-            )
-            _tiles.rotate_store(q_out_ptr, first, y1, y2, c, sn, HALF, mask)
-            y1, y2 = _tiles.rms_normalize(k1, k2, kw1, kw2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
-            _tiles.rotate_store(k_out_ptr, first, y1, y2, c, sn, HALF, mask)
-            q1, q2, k1, k2 = nq1, nq2, nk1, nk2
-            first, mask, b, s = nfirst, nmask, nb, ns
-            tile += step
     elif MODE == 2:
         # sglang's current design: row pid of q and of k (the shorter one masked off).
         _norm_rope_tile(q_ptr, q_w_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq, H,
@@ -209,9 +169,6 @@ def _tiled(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: b
         bt *= 2
     warps = min(MAX_WARPS, max(1, bt * per_token // (32 * ELEMENTS_PER_THREAD)))
     warps = triton.next_power_of_2(warps)
-    if shared and SHARED_LAYOUT == PERSISTENT:
-        programs = min(triton.cdiv(q_tokens, bt), PROGRAMS_PER_SM * num_sms)
-        return NormConfig(PERSISTENT, bt, programs, 0, warps)
     if shared:
         return NormConfig(SHARED, bt, triton.cdiv(q_tokens, bt), 0, warps)
     return NormConfig(SEPARATE, bt, triton.cdiv(q_tokens, bt), triton.cdiv(k_tokens, bt), warps)

@@ -39,11 +39,7 @@ from ltx2k.workload import record as _record
 from ltx2k.workload import variants
 
 # How a program's work is laid out (the kernel's MODE).
-SEPARATE, SHARED, ROW, PERSISTENT = 0, 1, 2, 3
-# How a tiled launch with shared cos/sin runs (SHARED: a program per tile; PERSISTENT: a
-# program per PROGRAMS_PER_SM x SMs, walking tiles with the next one's loads in flight).
-SHARED_LAYOUT = SHARED
-PROGRAMS_PER_SM = 4
+SEPARATE, SHARED, ROW = 0, 1, 2
 
 
 @triton.jit
@@ -97,38 +93,6 @@ def _split_rope_pair_kernel(
         k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
         _tiles.rotate_store(q_out_ptr, first, q1, q2, c, sn, HALF, mask)
         _tiles.rotate_store(k_out_ptr, first, k1, k2, c, sn, HALF, mask)
-    elif MODE == 3:
-        # Shared cos/sin, persistent: a program walks tiles pid, pid + programs, ... with the
-        # next tile's loads issued before this tile's stores.
-        n_tiles = (q_tokens + BLOCK_TOKENS - 1) // BLOCK_TOKENS
-        first, mask, b, s, heads, cols = _tiles.tile_offsets(
-            pid * BLOCK_TOKENS, q_tokens, Sq, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, head0
-        )
-        c, sn = _tiles.load_angles(
-            q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
-        )
-        q1 = tl.load(q_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        q2 = tl.load(q_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        k1 = tl.load(k_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        tile = pid
-        while tile < n_tiles:
-            nfirst, nmask, nb, ns, _, _ = _tiles.tile_offsets(
-                (tile + q_programs) * BLOCK_TOKENS, q_tokens, Sq, H, HALF,
-                BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, head0,
-            )  # fmt: skip
-            nc, nsn = _tiles.load_angles(
-                q_cos_ptr, q_sin_ptr, nb, ns, heads, cols, qcb, qch, qcs, qsb, qsh, qss, nmask
-            )
-            nq1 = tl.load(q_ptr + nfirst, mask=nmask, other=0.0).to(tl.float32)
-            nq2 = tl.load(q_ptr + nfirst + HALF, mask=nmask, other=0.0).to(tl.float32)
-            nk1 = tl.load(k_ptr + nfirst, mask=nmask, other=0.0).to(tl.float32)
-            nk2 = tl.load(k_ptr + nfirst + HALF, mask=nmask, other=0.0).to(tl.float32)
-            _tiles.rotate_store(q_out_ptr, first, q1, q2, c, sn, HALF, mask)
-            _tiles.rotate_store(k_out_ptr, first, k1, k2, c, sn, HALF, mask)
-            q1, q2, k1, k2, c, sn = nq1, nq2, nk1, nk2, nc, nsn
-            first, mask = nfirst, nmask
-            tile += q_programs
     elif MODE == 2:
         # sglang's current design: row pid of q and of k (the shorter one masked off).
         _rope_tile(q_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq, H, HALF,
@@ -171,11 +135,8 @@ def _tiled(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: b
         # One program per tile of q and the same tile of k: the grid of one operand.
         cfg = rope._tiled(H, D, q_tokens, num_sms)
         programs = triton.cdiv(q_tokens, cfg.block_tokens)
-        mode = SHARED
-        if SHARED_LAYOUT == PERSISTENT:
-            mode, programs = PERSISTENT, min(programs, PROGRAMS_PER_SM * num_sms)
         return PairConfig(
-            mode, cfg.block_heads, cfg.head_blocks, cfg.block_tokens, programs, 0, cfg.num_warps
+            SHARED, cfg.block_heads, cfg.head_blocks, cfg.block_tokens, programs, 0, cfg.num_warps
         )
     # Separate programs: size the tile for the two operands' tokens together.
     cfg = rope._tiled(H, D, q_tokens + k_tokens, num_sms)
