@@ -105,13 +105,26 @@ def machine_defaults() -> dict[str, str]:
 # the same distributions for every cell (seconds per cell). Bounded by asv's own rule
 # (exact only up to 20 samples a side): at most 21 x 21 x 401 entries.
 _U_COUNTS: dict = {}
+# asv's cumulative probabilities P(U <= u), kept too: each is a sum of up to 201 terms
+# that asv recomputes on every call, a binomial coefficient from scratch in each term.
+# The same sum in the same order, so the same bits; as bounded as _U_COUNTS.
+_U_CDF: dict = {}
+
+
+def _u_cdf(m: int, n: int, u: int) -> float:
+    from asv import _stats
+
+    p = _U_CDF.get((m, n, u))
+    if p is None:
+        p = _U_CDF[(m, n, u)] = _stats.mann_whitney_u_cdf(m, n, u, _U_COUNTS)
+    return p
 
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """asv's Mann-Whitney U test (``asv._stats.mann_whitney_u``): (U, two-sided p).
 
     The same U, tie breaking and p as asv's: its own functions, called as it calls
-    them, with a memo that is not cleared (``_U_COUNTS``).
+    them, with memos that are not cleared (``_U_COUNTS``, ``_U_CDF``).
     """
     from asv import _stats
 
@@ -129,8 +142,8 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     else:
         u = u + ties
         ux = ux2
-    p1 = _stats.mann_whitney_u_cdf(m, n, ux, _U_COUNTS)
-    p2 = 1.0 - _stats.mann_whitney_u_cdf(m, n, max(m * n // 2, m * n - ux - 1), _U_COUNTS)
+    p1 = _u_cdf(m, n, ux)
+    p2 = 1.0 - _u_cdf(m, n, max(m * n // 2, m * n - ux - 1))
     return u, p1 + p2
 
 
