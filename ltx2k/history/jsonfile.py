@@ -6,6 +6,7 @@ kind and a sentence a human can act on; :mod:`ltx2k.history.records` files it as
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -201,22 +202,19 @@ class _TooLarge(Exception):
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
+# Every byte but the four brackets; a bracket is one byte in UTF-8, never inside another
+# character's bytes.
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def _nesting(text: str) -> int:
-    """How deep the JSON nests, counted before parsing (the parser recurses per level)."""
-    depth = deepest = 0
-    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
-        if m.group() in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_JSON_DEPTH:
-                    break
-        else:
-            depth -= 1
-    return deepest
+    """How deep the JSON nests, counted before parsing (the parser recurses per level):
+    the highest running count of opening less closing brackets outside strings."""
+    brackets = (
+        _JSON_STRING.sub("", text).encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKET)
+    )
+    return max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets), initial=0))
 
 
 def _bounded_int(digits: str) -> int:
