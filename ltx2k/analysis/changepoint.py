@@ -403,6 +403,29 @@ def _null_max(
     each simulated series' true noise is the prior's times a log-normal factor
     of that spread: a cell of the pool may be noisier than its median.
     """
+    if spread == 0.0 and 0.0 <= floor_ratio <= 1.0:
+        # Unit noise at least the floor is unit noise: the floor changes no draw, only
+        # the final sigma, so every such floor shares the draws' statistics.
+        tmax, sigma = _null_draws_unfloored(n, m, head_end, prior, recent)
+    else:
+        tmax, sigma = _null_draws(n, m, head_end, prior, floor_ratio, recent, spread)
+    sigma = np.maximum(sigma, floor_ratio)
+    if tmax is None:
+        return np.zeros(1)
+    stat = tmax / np.maximum(sigma, 1e-12)
+    return np.sort(stat)
+
+
+@functools.lru_cache(maxsize=256)
+def _null_draws_unfloored(n: int, m: int, head_end: bool, prior: bool, recent: int):
+    return _null_draws(n, m, head_end, prior, 1.0, recent, 0.0)
+
+
+def _null_draws(
+    n: int, m: int, head_end: bool, prior: bool, floor_ratio: float, recent: int, spread: float
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """:func:`_null_max`'s simulated series: each one's max|T| over the splits (None
+    where there is no split) and its noise estimate before the floor."""
     rng = np.random.default_rng(20261201 + 7919 * n + 31 * m + 2 * head_end + prior + 5 * recent)
     scale = np.ones((_NULL_DRAWS, 1))
     if spread > 0:
@@ -420,14 +443,13 @@ def _null_max(
         sigma = np.where((own < lo) | (own > hi), own, pooled)
     else:
         sigma = own
-    sigma = np.maximum(sigma, floor_ratio)
     seg = z[:, n - m :] if head_end else z[:, :m]
     min_after = 1 if head_end else 2
     ks = np.arange(_min_before(n, m, head_end), m - min_after + 1)
     if recent:
         ks = ks[ks >= m - recent]
     if len(ks) == 0:
-        return np.zeros(1)
+        return None, sigma
     c = np.cumsum(seg, axis=1)
     at = c[:, ks - 1]  # a copy (fancy indexing), so the arithmetic below runs in place in it:
     left = at / ks  # the same operations in the same order, without a temporary per step
@@ -436,8 +458,7 @@ def _null_max(
     t -= left
     np.abs(t, out=t)
     t /= np.sqrt(1.0 / ks + 1.0 / (m - ks))
-    stat = t.max(axis=1) / np.maximum(sigma, 1e-12)
-    return np.sort(stat)
+    return t.max(axis=1), sigma
 
 
 def _p_value(
