@@ -88,14 +88,23 @@ class _PoisonTorch:
         return self._poison(torch.empty_like(*args, **kwargs))
 
 
+# The modules whose launchers allocate outputs (``torch.empty``) and keep native memos
+# (``_SITES``): the poison and fresh-memo fixtures act on each.
+KERNEL_MODULES = ("adaln", "rope", "rope_pair", "qknorm_rope")
+
+
+def _kernel_modules() -> list:
+    import importlib
+
+    return [importlib.import_module(f"ltx2k.kernels.{name}") for name in KERNEL_MODULES]
+
+
 @pytest.fixture
 def poison(monkeypatch: pytest.MonkeyPatch) -> _PoisonTorch:
     """NaN-fill every output the kernel launchers allocate; ``.calls`` counts allocations."""
-    from ltx2k.kernels import adaln, rope
-
     fake = _PoisonTorch()
-    monkeypatch.setattr(rope, "torch", fake)
-    monkeypatch.setattr(adaln, "torch", fake)
+    for module in _kernel_modules():
+        monkeypatch.setattr(module, "torch", fake)
     return fake
 
 
@@ -138,10 +147,9 @@ def record_launch(monkeypatch: pytest.MonkeyPatch):
 def _fresh_native_sites():
     """Every test starts with empty native memos, so a native variant's first call in a
     test takes the Python path (where the poison and launch-recorder fixtures act)."""
-    from ltx2k.kernels import adaln, rope
-
-    for site in (*rope._SITES.values(), *adaln._SITES.values()):
-        site.clear()
+    for module in _kernel_modules():
+        for site in list(module._SITES.values()):
+            site.clear()
     yield
 
 
