@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ltx2k.workload import cases
+
 ROOT = Path(__file__).resolve().parent.parent
 # A pytest run inside an xdist worker: pytest-benchmark reads the worker's variables as
 # "xdist is on" and disables itself, so the child gets an environment without them.
@@ -49,7 +51,8 @@ def test_autosave_then_compare(tmp_path):
         extra
     )
     groups = {b["group"] for b in data["benchmarks"]}
-    assert all(g.split()[0] in ("split_rope", "ada_values9") for g in groups)
+    # one group per kernel and shape, every kernel of the data
+    assert {g.split()[0] for g in groups} == set(cases.KERNELS)
     second = subprocess.run(
         [*base, "--benchmark-compare", "--benchmark-compare-fail=mean:1000%"],
         capture_output=True,

@@ -34,28 +34,29 @@ Pair = shapes.PairShape
 
 # Awkward on purpose: Sq != Sk both ways, Sq = 1 and Sk = 1, shared and separate cos/sin
 # in both layouts, odd head counts (3, 5, 17), half dims that are no power of two (6, 3,
-# 5), B > 1, and at least 16 tokens so that "tiled" puts two tokens in a program (the
+# 5), B > 1, and 16 tokens where "tiled" is to put two tokens in a program (the
 # interpreter counts as one SM; TILED_IN_INTERPRETER says which configuration each takes).
 SHAPES = [
-    Pair(1, 16, 16, 3, 16, shared=True),
+    Pair(1, 4, 4, 3, 16, shared=True),
     Pair(2, 3, 5, 17, 12, HEAD_MAJOR),
-    Pair(1, 13, 3, 5, 64),
-    Pair(2, 1, 7, 3, 6, HEAD_MAJOR),
-    Pair(1, 15, 1, 3, 16),
+    Pair(1, 9, 7, 5, 64),
+    Pair(2, 1, 3, 3, 6, HEAD_MAJOR),
+    Pair(1, 3, 1, 3, 16),
     Pair(1, 1, 1, 17, 8, shared=True),
     Pair(2, 8, 8, 5, 10, HEAD_MAJOR, shared=True),
 ]
 # "tiled" only (row would launch a program per token): 8 and 4 tokens per program, the
 # last tile of q and of k partial.
 WIDE_TILES = [Pair(1, 37, 27, 2, 8), Pair(1, 32, 32, 2, 8, shared=True)]
-# (mode, block_tokens, q_programs, k_programs, head_blocks) of "tiled" on one SM.
+# (mode, block_tokens, q_programs, k_programs, head_blocks) of "tiled" on one SM. Under
+# 8 tokens a program, it takes split RoPE's blocked tile (one token, up to 16 heads).
 TILED_IN_INTERPRETER = {
-    SHAPES[0]: (SHARED, 2, 8, 0, 1),
-    SHAPES[1]: (SEPARATE, 2, 3, 5, 1),
-    SHAPES[2]: (SEPARATE, 2, 7, 2, 1),
-    SHAPES[3]: (SEPARATE, 2, 1, 7, 1),
-    SHAPES[4]: (SEPARATE, 2, 8, 1, 1),
-    SHAPES[5]: (SHARED, 1, 1, 0, 2),  # split RoPE's blocked tile: two head blocks
+    SHAPES[0]: (SHARED, 1, 4, 0, 1),
+    SHAPES[1]: (SEPARATE, 2, 3, 5, 1),  # the last q and k tiles of each batch entry straddle
+    SHAPES[2]: (SEPARATE, 2, 5, 4, 1),
+    SHAPES[3]: (SEPARATE, 1, 2, 6, 1),
+    SHAPES[4]: (SEPARATE, 1, 3, 1, 1),
+    SHAPES[5]: (SHARED, 1, 1, 0, 2),  # two head blocks of 16
     SHAPES[6]: (SHARED, 2, 8, 0, 1),
     WIDE_TILES[0]: (SEPARATE, 8, 5, 4, 1),
     WIDE_TILES[1]: (SHARED, 4, 8, 0, 1),
@@ -301,6 +302,10 @@ def _q_programs_long(grid, args, kw):
     return grid, _with(args, q_programs=_named(args)["q_programs"] + 1), kw
 
 
+def _block_tokens_halved(grid, args, kw):
+    return grid, args, {**kw, "BLOCK_TOKENS": kw["BLOCK_TOKENS"] // 2}
+
+
 def _mode_changed(grid, args, kw):
     # separate -> shared (k rotated by q's angles), shared or row -> separate (k unwritten)
     mode = {SEPARATE: SHARED, SHARED: SEPARATE, ROW: SEPARATE}[kw["MODE"]]
@@ -342,19 +347,20 @@ def _head_block_dropped(grid, args, kw):
     return (grid[0], grid[1] - 1), args, kw
 
 
-SAME_LENGTH = Pair(2, 4, 4, 3, 8, HEAD_MAJOR)  # separate cos/sin, Sq == Sk
+SAME_LENGTH = Pair(1, 3, 3, 3, 8, HEAD_MAJOR)  # separate cos/sin, Sq == Sk
 MUTANTS = {
     # name: (mutate, shape, variants)
-    "q_programs_short": (_q_programs_short, SHAPES[1], TILED_VARIANTS),
-    "q_programs_long": (_q_programs_long, SHAPES[1], TILED_VARIANTS),
+    "q_programs_short": (_q_programs_short, Pair(1, 2, 3, 3, 8), TILED_VARIANTS),
+    "q_programs_long": (_q_programs_long, Pair(1, 2, 3, 3, 8), TILED_VARIANTS),
+    "block_tokens_halved": (_block_tokens_halved, SHAPES[2], TILED_VARIANTS),
     "mode_changed": (_mode_changed, SAME_LENGTH, VARIANTS),
-    "shared_mode_changed": (_mode_changed, SHAPES[0], TILED_VARIANTS),
+    "shared_mode_changed": (_mode_changed, Pair(1, 3, 3, 3, 8, shared=True), TILED_VARIANTS),
     "k_rotated_by_q_angles": (_k_rotated_by_q_angles, SAME_LENGTH, VARIANTS),
-    "batch_stride_ignored": (_batch_stride_ignored, Pair(2, 3, 2, 3, 8), VARIANTS),
+    "batch_stride_ignored": (_batch_stride_ignored, Pair(2, 2, 1, 3, 8), VARIANTS),
     "view_strides_ignored": (_view_strides_ignored, Pair(1, 3, 4, 3, 8), VARIANTS),
     "last_head_missed": (_last_head_missed, Pair(1, 2, 3, 5, 8), VARIANTS),
-    "last_q_token_missed": (_last_q_token_missed, SHAPES[3], VARIANTS),
-    "last_k_token_missed": (_last_k_token_missed, SHAPES[4], VARIANTS),
+    "last_q_token_missed": (_last_q_token_missed, Pair(1, 2, 3, 3, 8), VARIANTS),
+    "last_k_token_missed": (_last_k_token_missed, Pair(1, 3, 2, 3, 8), VARIANTS),
     "head_block_dropped": (_head_block_dropped, SHAPES[5], TILED_VARIANTS),
 }
 CHECKS = {"exact": check_exact, "within_rounding": check_within_rounding}
@@ -371,8 +377,12 @@ MUTANT_CASES = [
 @pytest.mark.parametrize("variant, mutant, check", MUTANT_CASES)
 def test_checks_catch_mutant_launch(variant, mutant, check, poison, record_launch):
     mutate, shape, _ = MUTANTS[mutant]
-    if mutant == "head_block_dropped" and DEVICE != "cpu":
-        pytest.skip("one head block on a GPU's grid for this shape")
+    sms = rope_pair._num_sms(torch.device(DEVICE))
+    cfg = config(variant, shape, sms)
+    if mutant == "head_block_dropped" and cfg.head_blocks == 1:
+        pytest.skip("one head block on this device's grid")
+    if mutant == "block_tokens_halved" and cfg.block_tokens == 1:
+        pytest.skip("one token per program on this device's grid")
     recorder = record_launch(rope_pair, "_split_rope_pair_kernel", mutate=mutate)
     args = pair_inputs(shape, seed=11, exact=check == "exact")
     with pytest.raises(AssertionError, match=CHECK_FAILED):
@@ -493,7 +503,7 @@ def test_bad_operand_through_the_op_named(mode):
 
 # --- the registered op -----------------------------------------------------------------
 
-OP_SHAPES = [Pair(1, 2, 3, 3, 4), Pair(2, 2, 2, 3, 4, shared=True)]
+OP_SHAPES = [Pair(1, 1, 2, 2, 4), Pair(1, 2, 2, 2, 4, shared=True)]
 
 
 def leaves(args):
@@ -502,7 +512,10 @@ def leaves(args):
     return [fresh[id(t)] for t in args]
 
 
-@pytest.mark.parametrize("shape, variant", zip(OP_SHAPES, ["row", "tiled_pdl"]), ids=str)
+OP_CASES = list(zip(OP_SHAPES, ["row", "tiled_pdl"], strict=True))
+
+
+@pytest.mark.parametrize("shape, variant", OP_CASES, ids=str)
 def test_opcheck(shape, variant):
     args = leaves(pair_inputs(shape, seed=0))
     opcheck(torch.ops.ltx2k.split_rope_pair.default, (*args, variant, "auto"))
@@ -536,7 +549,9 @@ def _vmapped(fn, in_dims, n=2, *, shared):
     stacks = [torch.stack(ts) for ts in zip(*calls, strict=True)]
     if shared:
         stacks[4], stacks[5] = stacks[2], stacks[3]
-    args = [s.movedim(0, d) if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)]
+    args = [
+        s.movedim(0, d) if d is not None else s[0] for s, d in zip(stacks, in_dims, strict=True)
+    ]
     if shared:
         args[4], args[5] = args[2], args[3]
     one = [
@@ -594,9 +609,7 @@ def _jvp(fn, primals, tangents, given):
             full[4], full[5] = full[2], full[3]
         return fn(*full)
 
-    return torch.func.jvp(
-        of, tuple(primals[i] for i in given), tuple(tangents[i] for i in given)
-    )
+    return torch.func.jvp(of, tuple(primals[i] for i in given), tuple(tangents[i] for i in given))
 
 
 def test_meta_inputs_give_meta_outputs():

@@ -325,8 +325,9 @@ def ltx2_qknorm_split_rope_pair(
 def _native_call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, algo):
     # None: not seen with this layout yet, or not eligible (the Python path decides). A
     # float eps only: an int or bool eps keys another memo, and the Python path's
-    # validation decides what it means.
-    if type(eps) is not float:
+    # validation decides what it means. A rejected eps gets no memo (its error comes from
+    # the Python path), or a caller's bad values would use up MAX_EPS_VALUES.
+    if type(eps) is not float or not (math.isfinite(eps) and eps > 0):
         return None
     if q_cos is k_cos and q_sin is k_sin:
         inputs = (q, k, q_weight, k_weight, q_cos, q_sin)
