@@ -597,3 +597,57 @@ def test_the_injected_pdl_change_is_the_same_kernel_otherwise(monkeypatch):
     for variant in ("tiled_pdl", "blocked"):
         out = rope.apply_ltx2_split_rotary_emb(*args, variant=variant, launch="triton")
         assert torch.equal(out, reference.split_rotary_reference(*args))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_a_moved_pdl_trigger_shows_in_the_cell_callers_read(monkeypatch):
+    """split RoPE's default variant with its PDL trigger moved to the kernel's end (the
+    injected change of tools/pdl_launch_path.py) is slower where a launch's gap is most of
+    its time (decode). The suite's cold-L2 cell of the default variant is timed through the
+    path its callers take (``auto``), so it must show the change; the ``kernel[grid]`` cell
+    beside it is printed for comparison. Each clock's CUDA graph is captured when the cell
+    is prepared, so the two kernels' cells are timed interleaved, round by round."""
+    import sys
+    from pathlib import Path
+
+    from ltx2k.kernels import rope
+    from ltx2k.workload import variants
+
+    if not rope._has_pdl(torch.device("cuda")):
+        pytest.skip("no programmatic dependent launch on this GPU")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tools.pdl_launch_path import trigger_at_end_kernel
+
+    shape = shapes.RopeShape(4, 25, 32, 64)
+    variant = variants.DEFAULT_VARIANT["split_rope"]
+    assert suite.device_launch(variant, "split_rope") == "auto"
+    kernels = {"main": rope._split_rope_kernel, "end": trigger_at_end_kernel()}
+    cells = {}
+    for name, kernel in kernels.items():
+        monkeypatch.setattr(rope, "_split_rope_kernel", kernel)
+        for site in rope._SITES.values():
+            site.clear()  # the native replay records this kernel's launch afresh
+        suite.forget()
+        for launch in ("auto", "triton"):
+            cells[(name, launch)] = suite.prepare(
+                "split_rope", variant, shape, "device_cold", launch=launch
+            )
+    samples = {k: [] for k in cells}
+    for _ in range(7):
+        for k, timed in cells.items():
+            samples[k] += device_time.device_times(timed.timer, samples=10)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    ratio = {launch: med[("end", launch)] / med[("main", launch)] for launch in ("auto", "triton")}
+    print(
+        f"\nPDL trigger at the end / main, {shape.label} cold: "
+        + ", ".join(
+            f"{launch} {med[('main', launch)] * 1e6:.3f} -> {med[('end', launch)] * 1e6:.3f} us "
+            f"({r:.3f})"
+            for launch, r in ratio.items()
+        )
+    )
+    suite.forget()
+    for site in rope._SITES.values():
+        site.clear()
+    assert ratio["auto"] > 1.08, f"the callers' cell does not show the moved trigger: {ratio}"
