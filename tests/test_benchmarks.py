@@ -42,6 +42,24 @@ def _compiled_peer_compiles_once_per_shape():
         yield
 
 
+@pytest.fixture(autouse=True)
+def _each_case_frees_its_clocks():
+    """Each case's clocks hold CUDA graphs with their rotated cold-L2 input and output
+    sets, hundreds of MB at the large shapes. asv frees them with each cell's process;
+    here every case runs in one process, and kept they filled an 80 GB H100 by the
+    hundredth case. So each case drops what it prepared, graphs and tensors together
+    (never one without the other: a graph replays its tensors' addresses)."""
+    yield
+    from ltx2k.measure import suite
+
+    suite.forget()
+    if ON_GPU:
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 @pytest.mark.parametrize(
     "kernel,variant,shape", CASES, ids=[f"{k}-{v}-{s.label}" for k, v, s in CASES]
 )

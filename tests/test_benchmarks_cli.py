@@ -63,3 +63,42 @@ def test_autosave_then_compare(tmp_path):
     )
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     assert "0001" in second.stdout  # the autosaved run is the comparison baseline
+
+
+@pytest.mark.gpu
+def test_gpu_desk_run_passes_at_every_shape_of_the_data():
+    """The desk run, ``pytest tests/test_benchmarks.py --benchmark-only``, as a kernel
+    engineer types it: one process over every kernel x variant x GPU shape of the data
+    file. asv gives each cell a process of its own, so only this run sees what one process
+    accumulates across shapes (the compiled peer's recompile limit, the clocks' memory).
+    A new shape or kernel in the data must pass here too."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    expected = sum(
+        len(cases.shapes_for(kernel, True)) * len(spec.variants)
+        for kernel, spec in cases.KERNELS.items()
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "tests/test_benchmarks.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--benchmark-only",
+            "--benchmark-columns=median,iqr,rounds",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+        env=ENV,
+    )
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+    print(f"\ndesk run: {summary}")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert f"{expected} passed" in summary, summary
