@@ -666,13 +666,17 @@ def test_first_screen_shows_the_default_variants_head_medians(site, loaded):
     for machine in ("h200", "a100-sxm4-80gb"):
         cells = _fs_cells(tables, machine, "split_rope")
         # Columns follow the spec; the kernel-duration column only exists with its metric,
-        # a speedup column only where the kernel has its variant (no sglang-current RoPE).
+        # a speedup column only where the kernel has its variant (no sglang-current AdaLN).
         assert list(cells) == [
             c.key
             for c in firstscreen.COLUMNS
             if not c.optional and (not c.derived or c.peer_variant("split_rope"))
         ]
-        assert "x-upstream" not in cells and "x-baseline" in cells
+        # sglang's current single-tensor RoPE is its original design: one peer, two columns
+        assert cells["x-upstream"][0]["data-value"] == cells["x-baseline"][0]["data-value"]
+        assert "per_head" in cells["x-upstream"][0]["title"]
+        ada = _fs_cells(tables, machine, "ada_values9")
+        assert "x-upstream" not in ada and "x-baseline" in ada
         for key, metric in (
             ("cold", "time_device_cold"),
             ("host", "time_host_latency"),
@@ -1206,7 +1210,8 @@ def test_verdicts_are_told_in_plain_words():
 def test_speedups_are_over_sglangs_original_and_current_kernels():
     """Each kernel's speedup figures: over sglang's original kernel, and over its current
     design where the suite times it; one figure where the two are one variant."""
-    assert plots.speedup_baselines("split_rope") == {"per_head": "sglang's original"}
+    assert plots.speedup_baselines("split_rope") == {"per_head": "sglang's original and current"}
+    assert plots.speedup_baselines("ada_values9") == {"separate": "sglang's original"}
     assert plots.speedup_baselines("qknorm_rope_pair") == {"row": "sglang's original and current"}
     for kernel in cases.KERNELS:
         assert variants.BASELINE_VARIANT[kernel] in plots.speedup_baselines(kernel)
