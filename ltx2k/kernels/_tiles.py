@@ -12,40 +12,51 @@ import triton.language as tl
 
 @triton.jit
 def tile_offsets(tok0, n_tokens, S, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, head0):
-    """Offsets of a tile's first-half elements in a contiguous ``[B*S, H*D]`` operand,
-    the tile's (token, head, column) mask, and its tokens' batch and sequence indices."""
+    """A tile's first-half elements in a contiguous ``[B*S, H*D]`` operand as two offsets,
+    ``row`` (int64, ``[BLOCK_TOKENS, 1, 1]``: each token's first element) and ``inner``
+    (int32, ``[1, BLOCK_HEADS, BLOCK_HALF]``: inside the token), to be added to a pointer in
+    that order; the tile's (token, head, column) mask; its tokens' batch and sequence
+    indices.
+
+    Two offsets, not one int64 offset per element: only the per-token part needs 64 bits
+    (B*S*H*D exceeds 2**31 for long videos), and a full int64 tile of offsets cost the
+    fused prologue registers (one program per SM fewer) and instructions (docs/kernels/
+    attention_prologue.md, "Offsets and occupancy")."""
     toks = (tok0 + tl.arange(0, BLOCK_TOKENS)).to(tl.int64)
     heads = head0 + tl.arange(0, BLOCK_HEADS)
     cols = tl.arange(0, BLOCK_HALF)
-    # int64 rows: B*S*H*D exceeds 2**31 for long videos
-    first = toks[:, None, None] * (H * 2 * HALF) + (heads * (2 * HALF))[None, :, None]
-    first += cols[None, None, :]
+    row = (toks * (H * 2 * HALF))[:, None, None]
+    inner = (heads * (2 * HALF))[None, :, None] + cols[None, None, :]
     mask = (toks[:, None, None] < n_tokens) & (heads[None, :, None] < H)
     mask &= cols[None, None, :] < HALF
-    return first, mask, toks // S, toks % S, heads, cols
+    return row, inner, mask, toks // S, toks % S, heads, cols
 
 
 @triton.jit
 def load_angles(cos_ptr, sin_ptr, b, s, heads, cols, scb, sch, scs, ssb, ssh, sss, mask):
-    """cos and sin of a tile, in fp32, read through their own strides."""
-    c_at = (b * scb + s * scs)[:, None, None] + (heads * sch)[None, :, None] + cols[None, None, :]
-    s_at = (b * ssb + s * sss)[:, None, None] + (heads * ssh)[None, :, None] + cols[None, None, :]
-    c = tl.load(cos_ptr + c_at, mask=mask, other=0.0).to(tl.float32)
-    sn = tl.load(sin_ptr + s_at, mask=mask, other=0.0).to(tl.float32)
+    """cos and sin of a tile, in fp32, read through their own strides (the token's part of
+    the offset in 64 bits, the part inside the token as the tile's ``inner``)."""
+    c_row = (b * scb + s * scs)[:, None, None]
+    s_row = (b * ssb + s * sss)[:, None, None]
+    c_in = (heads * sch)[None, :, None] + cols[None, None, :]
+    s_in = (heads * ssh)[None, :, None] + cols[None, None, :]
+    c = tl.load(cos_ptr + c_row + c_in, mask=mask, other=0.0).to(tl.float32)
+    sn = tl.load(sin_ptr + s_row + s_in, mask=mask, other=0.0).to(tl.float32)
     return c, sn
 
 
 @triton.jit
-def rotate_store(out_ptr, first, x1, x2, c, sn, HALF, mask):
-    """Store the split rotation of halves x1, x2 (bf16 values held in fp32).
+def rotate_store(out_ptr, inner, x1, x2, c, sn, HALF, mask):
+    """Store the split rotation of halves x1, x2 (bf16 values held in fp32) at
+    ``out_ptr + inner`` (``out_ptr``: the tile's rows, as :func:`tile_offsets` gives).
 
     The cos product is rounded to bf16 before the sine term is added, as the eager bf16
     ``split_x * cos`` does; the sine product of two bf16 values is exact in fp32, so
     whether the compiler contracts it into an FMA cannot change a bit."""
     c1 = (x1 * c).to(tl.bfloat16).to(tl.float32)
     c2 = (x2 * c).to(tl.bfloat16).to(tl.float32)
-    tl.store(out_ptr + first, (c1 - x2 * sn).to(tl.bfloat16), mask=mask)
-    tl.store(out_ptr + first + HALF, (c2 + x1 * sn).to(tl.bfloat16), mask=mask)
+    tl.store(out_ptr + inner, (c1 - x2 * sn).to(tl.bfloat16), mask=mask)
+    tl.store(out_ptr + inner + HALF, (c2 + x1 * sn).to(tl.bfloat16), mask=mask)
 
 
 @triton.jit

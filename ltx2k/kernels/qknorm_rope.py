@@ -64,21 +64,27 @@ def _norm_rope_tile(
     x_ptr, w_ptr, cos_ptr, sin_ptr, out_ptr, tile, n_tokens, S, H, HALF,
     scb, sch, scs, ssb, ssh, sss,
     EPS: tl.constexpr, BLOCK_TOKENS: tl.constexpr, BLOCK_HEADS: tl.constexpr,
-    BLOCK_HALF: tl.constexpr, LOG2N: tl.constexpr,
+    BLOCK_HALF: tl.constexpr, LOG2N: tl.constexpr, ANGLES_FIRST: tl.constexpr,
 ):  # fmt: skip
-    first, mask, b, s, heads, cols = _tiles.tile_offsets(
+    row, inner, mask, b, s, heads, cols = _tiles.tile_offsets(
         tile * BLOCK_TOKENS, n_tokens, S, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, 0
     )
-    x1 = tl.load(x_ptr + first, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(x_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
+    x1 = tl.load(x_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
+    if ANGLES_FIRST:
+        # before the tree, as in the shared-angle programs: one memory latency a program
+        c, sn = _tiles.load_angles(
+            cos_ptr, sin_ptr, b, s, heads, cols, scb, sch, scs, ssb, ssh, sss, mask
+        )
     w1, w2 = _load_weight(w_ptr, heads, cols, H, HALF)
     y1, y2 = _tiles.rms_normalize(
         x1, x2, w1, w2, H * 2 * HALF, EPS, BLOCK_TOKENS, BLOCK_HEADS * BLOCK_HALF, LOG2N
     )
-    c, sn = _tiles.load_angles(
-        cos_ptr, sin_ptr, b, s, heads, cols, scb, sch, scs, ssb, ssh, sss, mask
-    )
-    _tiles.rotate_store(out_ptr, first, y1, y2, c, sn, HALF, mask)
+    if not ANGLES_FIRST:
+        c, sn = _tiles.load_angles(
+            cos_ptr, sin_ptr, b, s, heads, cols, scb, sch, scs, ssb, ssh, sss, mask
+        )
+    _tiles.rotate_store(out_ptr + row, inner, y1, y2, c, sn, HALF, mask)
 
 
 @triton.jit
@@ -102,42 +108,44 @@ def _qknorm_rope_pair_kernel(
     pid = tl.program_id(0)
     N: tl.constexpr = BLOCK_HEADS * BLOCK_HALF
     if MODE == 1:
-        # Shared cos/sin: the same tokens of q and k, one read of the angles, after q's
-        # norm (loaded first they would stay live through both trees).
-        first, mask, b, s, heads, cols = _tiles.tile_offsets(
+        # Shared cos/sin: the same tokens of q and k, one read of the angles. Every load is
+        # issued before q's tree: a load after it (the angles were, once) is a second
+        # memory latency in each program's path.
+        row, inner, mask, b, s, heads, cols = _tiles.tile_offsets(
             pid * BLOCK_TOKENS, q_tokens, Sq, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, 0
         )
         hidden = H * 2 * HALF
-        q1 = tl.load(q_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        q2 = tl.load(q_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        k1 = tl.load(k_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        w1, w2 = _load_weight(q_w_ptr, heads, cols, H, HALF)
-        y1, y2 = _tiles.rms_normalize(q1, q2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
+        q1 = tl.load(q_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+        q2 = tl.load(q_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
+        k1 = tl.load(k_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+        k2 = tl.load(k_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
         c, sn = _tiles.load_angles(
             q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
         )
-        _tiles.rotate_store(q_out_ptr, first, y1, y2, c, sn, HALF, mask)
+        w1, w2 = _load_weight(q_w_ptr, heads, cols, H, HALF)
+        y1, y2 = _tiles.rms_normalize(q1, q2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
+        _tiles.rotate_store(q_out_ptr + row, inner, y1, y2, c, sn, HALF, mask)
         w1, w2 = _load_weight(k_w_ptr, heads, cols, H, HALF)
         y1, y2 = _tiles.rms_normalize(k1, k2, w1, w2, hidden, EPS, BLOCK_TOKENS, N, LOG2N)
-        _tiles.rotate_store(k_out_ptr, first, y1, y2, c, sn, HALF, mask)
+        _tiles.rotate_store(k_out_ptr + row, inner, y1, y2, c, sn, HALF, mask)
     elif MODE == 2:
-        # sglang's current design: row pid of q and of k (the shorter one masked off).
+        # sglang's current design: row pid of q and of k (the shorter one masked off), the
+        # angles loaded after the tree as this peer was first written and measured.
         _norm_rope_tile(q_ptr, q_w_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq, H,
                         HALF, qcb, qch, qcs, qsb, qsh, qss,
-                        EPS, 1, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
+                        EPS, 1, BLOCK_HEADS, BLOCK_HALF, LOG2N, False)  # fmt: skip
         _norm_rope_tile(k_ptr, k_w_ptr, k_cos_ptr, k_sin_ptr, k_out_ptr, pid, k_tokens, Sk, H,
                         HALF, kcb, kch, kcs, ksb, ksh, kss,
-                        EPS, 1, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
+                        EPS, 1, BLOCK_HEADS, BLOCK_HALF, LOG2N, False)  # fmt: skip
     else:
         if pid < q_programs:
             _norm_rope_tile(q_ptr, q_w_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq,
                             H, HALF, qcb, qch, qcs, qsb, qsh, qss,
-                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
+                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N, True)  # fmt: skip
         else:
             _norm_rope_tile(k_ptr, k_w_ptr, k_cos_ptr, k_sin_ptr, k_out_ptr, pid - q_programs,
                             k_tokens, Sk, H, HALF, kcb, kch, kcs, ksb, ksh, kss,
-                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N)  # fmt: skip
+                            EPS, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, LOG2N, True)  # fmt: skip
 
 
 class NormConfig(NamedTuple):

@@ -48,15 +48,15 @@ def _rope_tile(
     scb, sch, scs, ssb, ssh, sss, head0,
     BLOCK_TOKENS: tl.constexpr, BLOCK_HEADS: tl.constexpr, BLOCK_HALF: tl.constexpr,
 ):  # fmt: skip
-    first, mask, b, s, heads, cols = _tiles.tile_offsets(
+    row, inner, mask, b, s, heads, cols = _tiles.tile_offsets(
         tile * BLOCK_TOKENS, n_tokens, S, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, head0
     )
     c, sn = _tiles.load_angles(
         cos_ptr, sin_ptr, b, s, heads, cols, scb, sch, scs, ssb, ssh, sss, mask
     )
-    x1 = tl.load(x_ptr + first, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(x_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-    _tiles.rotate_store(out_ptr, first, x1, x2, c, sn, HALF, mask)
+    x1 = tl.load(x_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
+    _tiles.rotate_store(out_ptr + row, inner, x1, x2, c, sn, HALF, mask)
 
 
 @triton.jit
@@ -81,18 +81,18 @@ def _split_rope_pair_kernel(
     head0 = tl.program_id(1) * BLOCK_HEADS
     if MODE == 1:
         # q and k share cos/sin (and so their length): one read of the angles for both.
-        first, mask, b, s, heads, cols = _tiles.tile_offsets(
+        row, inner, mask, b, s, heads, cols = _tiles.tile_offsets(
             pid * BLOCK_TOKENS, q_tokens, Sq, H, HALF, BLOCK_TOKENS, BLOCK_HEADS, BLOCK_HALF, head0
         )
         c, sn = _tiles.load_angles(
             q_cos_ptr, q_sin_ptr, b, s, heads, cols, qcb, qch, qcs, qsb, qsh, qss, mask
         )
-        q1 = tl.load(q_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        q2 = tl.load(q_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        k1 = tl.load(k_ptr + first, mask=mask, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + first + HALF, mask=mask, other=0.0).to(tl.float32)
-        _tiles.rotate_store(q_out_ptr, first, q1, q2, c, sn, HALF, mask)
-        _tiles.rotate_store(k_out_ptr, first, k1, k2, c, sn, HALF, mask)
+        q1 = tl.load(q_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+        q2 = tl.load(q_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
+        k1 = tl.load(k_ptr + row + inner, mask=mask, other=0.0).to(tl.float32)
+        k2 = tl.load(k_ptr + row + (inner + HALF), mask=mask, other=0.0).to(tl.float32)
+        _tiles.rotate_store(q_out_ptr + row, inner, q1, q2, c, sn, HALF, mask)
+        _tiles.rotate_store(k_out_ptr + row, inner, k1, k2, c, sn, HALF, mask)
     elif MODE == 2:
         # sglang's current design: row pid of q and of k (the shorter one masked off).
         _rope_tile(q_ptr, q_cos_ptr, q_sin_ptr, q_out_ptr, pid, q_tokens, Sq, H, HALF,
