@@ -2,7 +2,7 @@
 keep more bytes in flight, under the suite's cold-L2 clock, side by side in one process.
 
 Usage: python tools/fused_norm_occupancy.py OUT.json (docs/kernels/attention_prologue.md,
-"Occupancy").
+"Offsets and occupancy").
 
 Why: at B1_S6144_H32_D128 the fused kernel ran at 82.6% of copy bandwidth where the pair,
 moving the same bytes without the norm, ran at 98.6% (H200, 2026-12-05). ptxas gives the
