@@ -1,6 +1,8 @@
-"""The experiment tools' copy of split RoPE's tile path (tools/rope_pdl_sweep.py), in the
-interpreter: with its PDL switches off, and with or without its cache hints, it writes what
-the product kernel writes, so a sweep times the same work as the product."""
+"""The experiment tools' kernels in the interpreter, so that a tool times the work the
+product does: the copy of split RoPE's tile path (tools/rope_pdl_sweep.py), with its PDL
+switches off and with or without its cache hints, writes what the product kernel writes;
+the fused prologue's candidate tiles (tools/fused_norm_occupancy.py) write the fused
+reference."""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ import torch
 import triton
 
 from ltx2k import runtime
-from ltx2k.kernels import rope
+from ltx2k.kernels import qknorm_rope, rope
 from ltx2k.workload import cases, reference, shapes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import rope_pdl_sweep  # noqa: E402 - tools/ is not a package
+import fused_norm_occupancy  # noqa: E402 - tools/ is not a package
+import rope_pdl_sweep  # noqa: E402
 
 DEVICE = runtime.device()
 
@@ -44,3 +47,30 @@ def test_the_tools_tile_path_writes_the_reference(B, S, H, D, bt, bh, hints):
     got = _tool_tile(x, c, s, bt, bh, 4, hints)
     assert torch.equal(got, reference.split_rotary_reference(x, c, s))
     assert torch.equal(got, rope.apply_ltx2_split_rotary_emb(x, c, s, variant="tiled"))
+
+
+class _SMs:
+    multi_processor_count = 2  # the persistent candidate then loops over several tokens
+
+
+@pytest.mark.parametrize(
+    "kind, k_after_q, per_sm", [("token", False, 1), ("token", True, 1), ("persistent", False, 1),
+                                ("persistent", False, 2)],
+)  # fmt: skip
+@pytest.mark.parametrize("B, S, H, D", [(2, 7, 4, 16), (1, 5, 3, 12)])
+def test_the_occupancy_tools_candidates_write_the_fused_reference(
+    B, S, H, D, kind, k_after_q, per_sm, monkeypatch
+):
+    """tools/fused_norm_occupancy.py's candidate tiles (shared cos/sin), at heads and head
+    dims that are not powers of two and several tokens per persistent program: exact inputs
+    give the fused reference, random ones what the product kernel writes."""
+    if DEVICE == "cpu":
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _device: _SMs)
+    fn = fused_norm_occupancy.candidate("t", kind, 4, k_after_q, per_sm)
+    shape = shapes.QKNormPairShape(B, S, S, H, D, shared=True)
+    args = cases.qknorm_pair_inputs(shape, DEVICE, seed=3, exact=True)
+    want = reference.qknorm_split_rope_pair_reference(*args)
+    assert all(torch.equal(a, b) for a, b in zip(fn(*args), want, strict=True))
+    args = cases.qknorm_pair_inputs(shape, DEVICE, seed=4)
+    want = qknorm_rope.ltx2_qknorm_split_rope_pair(*args, variant="tiled")
+    assert all(torch.equal(a, b) for a, b in zip(fn(*args), want, strict=True))

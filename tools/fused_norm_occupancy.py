@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import functools
 import json
-import statistics
 import sys
 
+import rope_launch_floor  # tools/, next to this file: its interleaved cold-L2 rounds
 import torch
 import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ltx2k.kernels import qknorm_rope, rope_pair
-from ltx2k.measure import bandwidth, device_time
+from ltx2k.measure import bandwidth
 from ltx2k.workload import cases, reference, shapes
-
-ROUNDS, REPLAYS = 7, 10
 
 
 @triton.jit
@@ -311,14 +309,7 @@ def gate(cands, shape):
 def timed(cands, shape):
     make_sets = functools.partial(cases.input_sets, "qknorm_rope_pair", shape, "cuda")
     nbytes = cases.qknorm_pair_bytes(shape)
-    clocks = {n: device_time.build_clock(f, make_sets, nbytes, cold=True) for n, f in cands.items()}
-    samples = {n: [] for n in clocks}
-    for _ in range(ROUNDS):  # interleaved: each round times every candidate once
-        for n, clk in clocks.items():
-            samples[n] += device_time.device_times(clk, samples=REPLAYS)
-    del clocks
-    torch.cuda.empty_cache()
-    return {n: statistics.median(v) * 1e6 for n, v in samples.items()}
+    return rope_launch_floor.timed(cands, dict.fromkeys(cands, make_sets), nbytes)
 
 
 def main(out_path):
