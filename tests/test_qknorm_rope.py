@@ -23,6 +23,7 @@ import math
 
 import pytest
 import torch
+import triton
 from torch.library import opcheck
 
 from ltx2k import runtime
@@ -198,6 +199,24 @@ def test_tiled_configuration_in_the_interpreter(shape):
     row = config("row", shape, 1)
     assert (row.mode, row.block_tokens, row.k_programs) == (ROW, 1, 0)
     assert row.q_programs == shape.B * max(shape.Sq, shape.Sk)
+
+
+@pytest.mark.parametrize(
+    "H, D, tokens, shared, warps",
+    [
+        (32, 128, 6144, True, 8),  # video: one token of 4096 a program, a full tile
+        (32, 128, 1, True, 8),
+        (32, 64, 100, True, 4),  # audio below ~1k tokens: one token of 2048, half a tile
+        (32, 64, 252, True, 4),
+        (32, 64, 3072, False, 8),  # two tokens a program: a full tile again
+    ],
+)
+def test_warps_follow_the_tile_at_the_production_hidden_sizes(H, D, tokens, shared, warps):
+    """The H100 measurement behind ELEMENTS_PER_THREAD (docs/kernels/attention_prologue.md,
+    "Warps at hidden 2048"): a one-token program at hidden 2048 at 4 warps, a full tile at 8."""
+    cfg = qknorm_rope._tiled(H, D, tokens, tokens, 132, shared)
+    assert cfg.num_warps == warps
+    assert cfg.block_tokens * triton.next_power_of_2(H) * D // 2 <= qknorm_rope.TILE_ELEMENTS
 
 
 def test_the_shapes_reach_every_branch_of_tiled():

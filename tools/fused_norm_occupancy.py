@@ -258,6 +258,7 @@ SHAPES = (
     shapes.QKNormPairShape(4, 25, 25, 32, 64, shared=True),
     shapes.QKNormPairShape(1, 1, 1, 32, 128, shared=True),
     shapes.QKNormPairShape(1, 126, 126, 32, 64, shared=True),
+    shapes.QKNormPairShape(1, 1, 1, 32, 64, shared=True),
 )
 
 

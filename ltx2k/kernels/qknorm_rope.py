@@ -40,9 +40,12 @@ from ltx2k.workload import record as _record
 from ltx2k.workload import reference, variants
 
 SEPARATE, SHARED, ROW = 0, 1, 2
-# Elements of one half-operand per program and per thread (split RoPE's tile).
+# Elements of one half-operand per program (split RoPE's tile) and per thread. Per thread
+# 8, not split RoPE's 4: a program also holds the token's weights and its sum's tree, and a
+# one-token program at hidden 2048 (1024 elements a half) ran faster at 4 warps than at 8
+# (docs/kernels/attention_prologue.md, "Warps at hidden 2048"); a full tile keeps 8.
 TILE_ELEMENTS = 2048
-ELEMENTS_PER_THREAD = 4
+ELEMENTS_PER_THREAD = 8
 MAX_WARPS = 8
 MAX_BLOCK_TOKENS = 16
 MIN_PROGRAMS_PER_SM = 8
