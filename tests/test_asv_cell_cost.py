@@ -47,8 +47,27 @@ def test_report_charges_each_cell_until_the_next_process_starts(tmp_path, capsys
     assert "split_rope device_cold tiled" in out and "2 cells     1.5 s  0.750 s/cell" in out
     assert "_counted_setup split_rope blocked" in out and "1 cells     0.1 s" in out
     assert "4 processes, 1.6 s" in out
+    # per kernel, with the torch.compile peers' share
+    assert "split_rope                   3      1.6  0.0 s in 0 processes" in out
     # the logs kept in docs/data are gzipped: the same report
     gz = tmp_path / "cells.jsonl.gz"
     gz.write_bytes(gzip.compress(log.read_bytes()))
     TOOL["report"](gz)
     assert capsys.readouterr().out == out
+
+
+def test_report_sums_each_kernel_and_its_compiled_peers(tmp_path, capsys):
+    log = tmp_path / "cells.jsonl"
+    rows = [
+        ["_prepare", ["split_rope", "device_cold", "compiled", "B1"], 0.0, 2.0, 1, None],
+        ["_prepare", ["split_rope", "device_cold", "tiled", "B1"], 3.0, 3.1, 2, None],
+        ["_prepare", ["qknorm_rope_pair", "host", "unfused_compiled", "B1"], 3.5, 5.0, 3, None],
+        ["_host_launch_setup", ["split_rope", "triton", "B1"], 7.0, 7.1, 4, None],
+        ["_prepare", ["split_rope", "device_cold", "eager", "B1"], 7.5, 7.6, 5, None],
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    TOOL["report"](log)
+    lines = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines() if ln}
+    # split_rope: its compiled cell (3.0 s), tiled (0.5 s) and the launch setup (0.5 s)
+    assert lines["split_rope"][1:] == ["3", "4.0", "3.0", "s", "in", "1", "processes"]
+    assert lines["qknorm_rope_pair"][1:] == ["1", "3.5", "3.5", "s", "in", "1", "processes"]

@@ -18,9 +18,17 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import importlib.util
 import json
 import sys
 from pathlib import Path
+
+# variants.py by path, as the suite loads it: the package's __init__ imports torch
+_VARIANTS = Path(__file__).resolve().parent.parent / "ltx2k" / "workload" / "variants.py"
+_spec = importlib.util.spec_from_file_location("ltx2k_variants", _VARIANTS)
+_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
+COMPILED_VARIANTS = _module.COMPILED_VARIANTS
 
 PATCH = """
 import json as _cj, os as _co, time as _ct
@@ -76,6 +84,22 @@ def report(log: Path) -> None:
     for key, (n, s) in sorted(cost.items(), key=lambda kv: -kv[1][1]):
         print(f"{key:55s} {n:4d} cells {s:7.1f} s  {s / n:.3f} s/cell")
     print(f"{len(order)} processes, {total:.1f} s from the first cell's start to the last's")
+    # Per kernel, and the torch.compile peers' share: on a machine whose inductor cache is
+    # empty each of their processes compiles its graph (docs/kernels/attention_prologue.md,
+    # "The suite's cost, cell by cell").
+    kernels = collections.defaultdict(lambda: [0, 0.0, 0, 0.0])
+    for key, (n, s) in cost.items():
+        words = key.split()
+        kernel = words[1] if words[0].startswith("_") and len(words) > 1 else words[0]
+        k = kernels[kernel]
+        k[0] += n
+        k[1] += s
+        if any(w in COMPILED_VARIANTS for w in words):
+            k[2] += n
+            k[3] += s
+    print(f"{'kernel':20s} {'processes':>9s} {'seconds':>8s}  torch.compile peers")
+    for kernel, (n, s, nc, sc) in sorted(kernels.items(), key=lambda kv: -kv[1][1]):
+        print(f"{kernel:20s} {n:9d} {s:8.1f}  {sc:.1f} s in {nc} processes")
 
 
 def main(argv=None) -> None:
