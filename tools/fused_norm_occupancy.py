@@ -52,6 +52,16 @@ def _norm(x1, x2, w1, w2, hidden, EPS: tl.constexpr, N: tl.constexpr, LOG2N: tl.
 
 
 @triton.jit
+def _token_frame(H, HALF, BLOCK_HEADS: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    # one token's hidden size, head and column indices, int32 offsets inside it, and mask
+    heads = tl.arange(0, BLOCK_HEADS)
+    cols = tl.arange(0, BLOCK_HALF)
+    inner = (heads * (2 * HALF))[:, None] + cols[None, :]
+    mask = (heads[:, None] < H) & (cols[None, :] < HALF)
+    return H * 2 * HALF, heads, cols, inner, mask
+
+
+@triton.jit
 def _rot_store(out_ptr, at, y1, y2, c, sn, HALF, mask):
     c1 = (y1 * c).to(tl.bfloat16).to(tl.float32)
     c2 = (y2 * c).to(tl.bfloat16).to(tl.float32)
@@ -71,11 +81,7 @@ def _token(q_ptr, k_ptr, q_w_ptr, k_w_ptr, cos_ptr, sin_ptr, q_out_ptr, k_out_pt
         gdc_wait()
     tok = tl.program_id(0).to(tl.int64)
     N: tl.constexpr = BLOCK_HEADS * BLOCK_HALF
-    hidden = H * 2 * HALF
-    heads = tl.arange(0, BLOCK_HEADS)
-    cols = tl.arange(0, BLOCK_HALF)
-    inner = (heads * (2 * HALF))[:, None] + cols[None, :]
-    mask = (heads[:, None] < H) & (cols[None, :] < HALF)
+    hidden, heads, cols, inner, mask = _token_frame(H, HALF, BLOCK_HEADS, BLOCK_HALF)
     base = tok * hidden
     b, s = tok // S, tok % S
     c_at = b * scb + s * scs + (heads * sch)[:, None] + cols[None, :]
@@ -112,11 +118,7 @@ def _persistent(q_ptr, k_ptr, q_w_ptr, k_w_ptr, cos_ptr, sin_ptr, q_out_ptr, k_o
         gdc_wait()
     pid = tl.program_id(0)  # step: the number of programs
     N: tl.constexpr = BLOCK_HEADS * BLOCK_HALF
-    hidden = H * 2 * HALF
-    heads = tl.arange(0, BLOCK_HEADS)
-    cols = tl.arange(0, BLOCK_HALF)
-    inner = (heads * (2 * HALF))[:, None] + cols[None, :]
-    mask = (heads[:, None] < H) & (cols[None, :] < HALF)
+    hidden, heads, cols, inner, mask = _token_frame(H, HALF, BLOCK_HEADS, BLOCK_HALF)
     c_in = (heads * sch)[:, None] + cols[None, :]
     s_in = (heads * ssh)[:, None] + cols[None, :]
     qw1 = tl.load(q_w_ptr + inner, mask=mask, other=0.0).to(tl.float32)
