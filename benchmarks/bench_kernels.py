@@ -205,19 +205,30 @@ VARIANT_METRICS = {
 }
 
 
-def _check_metric(variant: str, metric: str) -> None:
+def _check_metric(variant: str, metric: str, kernel: str | None = None) -> None:
+    """NotImplementedError (a skip) where *variant* is not timed for *metric*: the
+    variant's own list (VARIANT_METRICS), and, with *kernel*, its role in that kernel
+    (variants.OTHER_ALGORITHMS: another device algorithm is timed for device time)."""
     if variant in _VARIANTS.COMPILED_VARIANTS and not ON_GPU:
         raise NotImplementedError("the torch.compile peer is timed on GPUs only")
     allowed = VARIANT_METRICS.get(variant)
     if allowed is not None and metric not in allowed:
         raise NotImplementedError(f"variant {variant} is timed for {allowed} only")
+    # getattr: a variants.py from before the rule (a suite module of another checkout)
+    others = getattr(_VARIANTS, "OTHER_ALGORITHMS", {}).get(kernel, ())
+    allowed = getattr(_VARIANTS, "OTHER_ALGORITHM_METRICS", ())
+    if variant in others and metric not in allowed:
+        raise NotImplementedError(
+            f"{kernel}'s variant {variant} is another device algorithm, timed for "
+            f"{allowed} only"
+        )
 
 
-def _timed_variants(variants, metric: str) -> list[str]:
+def _timed_variants(variants, metric: str, kernel: str | None = None) -> list[str]:
     out = []
     for v in variants:
         try:
-            _check_metric(v, metric)
+            _check_metric(v, metric, kernel)
         except NotImplementedError:
             continue
         out.append(v)
@@ -325,7 +336,7 @@ def _prepare(kernel, metric, variant, shape, launch=None, context=None):
     except ImportError as e:  # commit predates the measurement core
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
     _check_kernel(_installed_cases(), kernel)
-    _check_metric(variant, metric)
+    _check_metric(variant, metric, kernel)
     if metric not in getattr(suite, "METRICS", ()):
         raise NotImplementedError(f"metric {metric!r} is not measured at this commit")
     if metric == "device_warm":
@@ -390,7 +401,7 @@ def _count_allocations():
         return {"*": ("skip", f"ltx2k.measure unavailable at this commit: {e}")}
     out = {}
     for kernel, (variants, shape_list) in _KERNELS.items():
-        for variant in _timed_variants(variants, "allocations"):
+        for variant in _timed_variants(variants, "allocations", kernel):
             for shape in _metric_shapes(kernel, "allocations", shape_list):
                 key = (kernel, variant, shape.label)
                 try:
@@ -450,7 +461,7 @@ def _track_setup(kernel, metric, variant, shape):
         from ltx2k.measure import suite  # noqa: F401
     except ImportError as e:
         raise NotImplementedError(f"ltx2k.measure unavailable at this commit: {e}") from e
-    _check_metric(variant, metric)
+    _check_metric(variant, metric, kernel)
     cases = _installed_cases()
     _check_kernel(cases, kernel)
     cases.variant_fn(kernel, variant)  # VariantUnavailable is a NotImplementedError
@@ -576,11 +587,11 @@ def _suite(kernel: str, class_name: str):
             (track_pct_copy_bandwidth, "pct_copy_bandwidth"),
         ):
             fn.params = [
-                _timed_variants(variants, metric),
+                _timed_variants(variants, metric, kernel),
                 [s.label for s in _metric_shapes(kernel, metric, shape_list)],
             ]
             fn.param_names = ["variant", "shape"]
-        time_kernel.params[0] = _timed_variants(variants, "kernel")
+        time_kernel.params[0] = _timed_variants(variants, "kernel", kernel)
 
         time_device_cold.setup = functools.partial(_prepare, kernel, "device_cold")
         time_device_cold.teardown = functools.partial(_leave_cold_median, kernel)

@@ -52,14 +52,20 @@ MACHINE = "cpu-interpreter"
 STORE_BRANCH = "asv-results"
 SCRIPT_TIMEOUT = 300  # seconds; a hung asv must fail the test, not the whole CI job
 
-# The subset every benchmarking step runs: sglang's original and the optimized
-# variant of each kernel on its first CPU shape, for cold device time, host latency and %
-# of copy bandwidth (what the summary's history, speedup and roofline plots
-# draw). asv matches --bench against "name('variant', 'shape')"; the regex
-# holds no whitespace because LTX2K_RUN_ARGS is split on it.
+# The subset every benchmarking step runs: sglang's original and the default variant of
+# each kernel on its first CPU shape, for cold device time, host latency and % of copy
+# bandwidth (what the summary's history, speedup and roofline plots draw). asv matches
+# --bench against "name('variant', 'shape')"; the regex holds no whitespace because
+# LTX2K_RUN_ARGS is split on it.
 KERNELS = {
-    "SplitRope": (variants.TIMED_VARIANTS["split_rope"][:2], shapes.ROPE_SHAPES_CPU[0].label),
-    "AdaValues9": (variants.TIMED_VARIANTS["ada_values9"][:2], shapes.ADA_SHAPES_CPU[0].label),
+    cls: (
+        (variants.BASELINE_VARIANT[kernel], variants.DEFAULT_VARIANT[kernel]),
+        cpu_shapes[0].label,
+    )
+    for cls, kernel, cpu_shapes in (
+        ("SplitRope", "split_rope", shapes.ROPE_SHAPES_CPU),
+        ("AdaValues9", "ada_values9", shapes.ADA_SHAPES_CPU),
+    )
 }
 METRICS = ("time_device_cold", "time_host_latency", "track_pct_copy_bandwidth")
 RUN_BENCH = "({}).({}).*'({})'.*'({})'".format(

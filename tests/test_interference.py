@@ -617,7 +617,7 @@ def test_script_end_to_end_on_fake_gpus(tmp_path):
     subprocess.run(["git", "clone", "-q", str(SCRIPT.parents[1]), str(repo)], check=True)
     fake_nvidia_smi(tmp_path / "bin")
     (tmp_path / "home").mkdir()
-    one = r"SplitRope\.time_(device_cold|host_latency)\('blocked', 'B2_S1_H5_D32'\)"
+    one = r"SplitRope\.time_(device_cold|host_latency)\('per_head', 'B2_S1_H5_D32'\)"
     out_dir = tmp_path / "out"
     env = dict(
         HOME=str(tmp_path / "home"),

@@ -839,7 +839,7 @@ def test_end_to_end_two_fake_gpus_on_the_interpreter(tmp_path, monkeypatch):
         text=True,
         check=True,
     ).stdout.split()
-    one = r"\('blocked', 'B2_S1_H5_D32'\)"
+    one = r"\('per_head', 'B2_S1_H5_D32'\)"
     rc = shard.run(
         ["-b", rf"SplitRope\.time_(device_warm|host_latency){one}", "HEAD~2..HEAD"],
         gpu_list=[machine.Gpu(0, "GPU-fake-0000", "Fake"), machine.Gpu(1, "GPU-fake-1111", "Fake")],

@@ -151,9 +151,10 @@ def _benchmarks(cls) -> dict:
 @pytest.mark.parametrize("kernel", ["split_rope_pair", "qknorm_rope_pair"])
 def test_the_attention_prologue_kernels_metrics_on_a_gpu(bench, monkeypatch, kernel):
     """Cold device time (and % of copy bandwidth, derived from it) at every GPU shape for
-    every variant; host latency and allocations at the decode shape; the fused prologue's
-    call contexts there too (its weights are the model's Parameters); nothing else: a
-    metric the data file lists no shape of is no benchmark of the class."""
+    every variant; host latency at the decode shape for all but the other device
+    algorithm, allocations there; the fused prologue's call contexts there too (its
+    weights are the model's Parameters); nothing else: a metric the data file lists no
+    shape of is no benchmark of the class."""
     spec = cases.KERNELS[kernel]
     every = [s.label for s in spec.gpu_shapes]
     decode = ["B4_Sq25_Sk25_H32_D64_shared"]
@@ -161,7 +162,10 @@ def test_the_attention_prologue_kernels_metrics_on_a_gpu(bench, monkeypatch, ker
     expected = {
         "time_device_cold": [list(spec.variants), every],
         "track_pct_copy_bandwidth": [untimed_compiled, every],
-        "time_host_latency": [list(spec.variants), decode],
+        "time_host_latency": [
+            [v for v in spec.variants if v not in variants.OTHER_ALGORITHMS[kernel]],
+            decode,
+        ],
         "track_allocations": [untimed_compiled, decode],
     }
     if kernel == "qknorm_rope_pair":
@@ -248,15 +252,19 @@ def test_calibrated_host_latency_skips_a_commit_without_it(bench, monkeypatch):
 
 
 def test_every_variant_row_is_timed_on_device_and_the_launch_paths_on_host(bench):
-    """No cell without a number: the benchmarks' variants are device algorithms (every
-    one timed on every device metric, the compile peer aside), and the default
-    algorithm's host launch paths are a benchmark of their own."""
-    for spec in cases.KERNELS.values():
+    """No cell without a number: every variant is timed for cold-L2 device time; the
+    default, sglang's kernels and the non-compiled peers for every device and host metric;
+    the default algorithm's host launch paths are a benchmark of their own."""
+    for kernel, spec in cases.KERNELS.items():
+        others = variants.OTHER_ALGORITHMS[kernel]
         for variant in spec.variants:
             if variant in variants.COMPILED_VARIANTS:
                 continue
-            for metric in ("device_cold", "device_warm", "host", "allocations"):
-                bench._check_metric(variant, metric)
+            bench._check_metric(variant, "device_cold", kernel)
+            if variant in others:
+                continue
+            for metric in ("device_warm", "host", "allocations"):
+                bench._check_metric(variant, metric, kernel)
         suite = getattr(bench, spec.asv_class)
         if hasattr(suite, "time_host_launch"):  # on a GPU: where the data file lists shapes
             assert suite.time_host_launch.param_names == ["launch", "shape"]
@@ -283,12 +291,13 @@ def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
             continue  # not timed for kernel duration on GPUs (the interpreter times all)
         fn = getattr(bench, spec.asv_class).time_kernel
         assert fn.param_names == ["variant", "shape"]
-        # every variant timed for it (not "tiled_pdl": VARIANT_METRICS); the torch.compile
-        # peer on GPUs only
+        # every variant timed for it (not "tiled_pdl": VARIANT_METRICS; not another device
+        # algorithm: variants.OTHER_ALGORITHMS); the torch.compile peer on GPUs only
         assert fn.params[0] == [
             v
             for v in spec.variants
             if "kernel" in bench.VARIANT_METRICS.get(v, ("kernel",))
+            and v not in variants.OTHER_ALGORITHMS[kernel]
             and (v not in variants.COMPILED_VARIANTS or _imported_on_gpu(bench))
         ]
         assert set(shapes.KERNEL_TIME_SHAPES[kernel]) <= set(spec.gpu_shapes)
@@ -301,6 +310,62 @@ def test_kernel_duration_covers_every_variant_at_its_shapes(bench):
             cases.KERNELS[kernel].bytes_moved(s) > 20 << 20
             for s in shapes.KERNEL_TIME_SHAPES[kernel]
         )
+
+
+@pytest.mark.parametrize(
+    "kernel, variant, metric, allowed",
+    [
+        ("split_rope", "tiled", "device_cold", True),
+        ("split_rope", "tiled", "pct_copy_bandwidth", True),
+        ("split_rope", "tiled", "allocations", True),
+        ("split_rope", "tiled", "host", False),
+        ("split_rope", "blocked", "device_warm", False),
+        ("split_rope", "blocked_wide", "kernel", False),
+        ("split_rope", "per_head", "host", True),  # sglang's kernel: every metric
+        ("split_rope", "tiled_pdl", "host", True),  # the default
+        ("ada_values9", "slab_grid", "kernel", False),
+        ("ada_values9", "separate", "kernel", True),
+        ("split_rope_pair", "tiled", "host", False),
+        ("split_rope_pair", "row", "host", True),
+        ("qknorm_rope_pair", "tiled", "device_cold", True),
+        ("qknorm_rope_pair", "tiled", "host", False),
+    ],
+)
+def test_other_algorithms_are_timed_for_device_time(on_gpu, kernel, variant, metric, allowed):
+    if allowed:
+        on_gpu._check_metric(variant, metric, kernel)
+    else:
+        with pytest.raises(NotImplementedError, match="another device algorithm"):
+            on_gpu._check_metric(variant, metric, kernel)
+    # without a kernel the variant's own list alone decides (a name is not a role)
+    on_gpu._check_metric("tiled", "host")
+
+
+def test_other_algorithms_are_the_variants_no_role_claims():
+    """OTHER_ALGORITHMS is the data's rule, written out: every timed variant that is not
+    the default, not sglang's kernel and not a peer. A new kernel's entry must agree."""
+    assert set(variants.OTHER_ALGORITHMS) == set(variants.TIMED_VARIANTS)
+    for kernel, timed in variants.TIMED_VARIANTS.items():
+        roles = {
+            variants.DEFAULT_VARIANT[kernel],
+            variants.BASELINE_VARIANT.get(kernel),
+            variants.UPSTREAM_CURRENT_VARIANT.get(kernel),
+            *cases.KERNELS[kernel].peers,
+        }
+        assert set(variants.OTHER_ALGORITHMS[kernel]) == set(timed) - roles, kernel
+
+
+def test_other_algorithms_leave_their_metrics_params(on_gpu):
+    """No process for a cell the rule drops: the params of host latency, warm L2 and kernel
+    duration omit them; cold L2, % of copy bandwidth and allocations keep them."""
+    for kernel, spec in cases.KERNELS.items():
+        suite = getattr(on_gpu, spec.asv_class)
+        for variant in variants.OTHER_ALGORITHMS[kernel]:
+            for name in ("time_host_latency", "time_device_warm", "time_kernel"):
+                fn = getattr(suite, name, None)
+                assert fn is None or variant not in fn.params[0], (kernel, name, variant)
+            for name in ("time_device_cold", "track_pct_copy_bandwidth", "track_allocations"):
+                assert variant in getattr(suite, name).params[0], (kernel, name, variant)
 
 
 def test_metrics_list_only_the_variants_they_time(on_gpu):
@@ -323,7 +388,7 @@ def test_kernel_duration_skips_a_commit_without_it(bench, monkeypatch):
 
     monkeypatch.setattr(suite, "METRICS", ("device_cold", "device_warm", "host"))
     with pytest.raises(NotImplementedError, match="'kernel' is not measured at this commit"):
-        bench._prepare("split_rope", "kernel", "blocked", "B1_S4_H3_D64")
+        bench._prepare("split_rope", "kernel", "per_head", "B1_S4_H3_D64")
 
 
 def test_allocation_counts_share_one_setup_cache_process(bench):

@@ -61,6 +61,23 @@ COMPILED_VARIANTS: tuple[str, ...] = ("compiled", "unfused_compiled")
 # public functions' launch=, "auto" aside: it is one of these). Append only.
 LAUNCH_PATHS: tuple[str, ...] = ("triton", "lean", "native")
 
+# The other device algorithms of each kernel: the variants that are neither its default,
+# nor sglang's kernels (BASELINE_VARIANT, UPSTREAM_CURRENT_VARIANT), nor a peer (PyTorch,
+# torch.compile, two launches). They are timed for what tells algorithms apart, cold-L2
+# device time (and % of copy bandwidth, which is derived from it), and counted for
+# allocations (one shared process for all cells). Not for host latency: they launch
+# through the default's host paths, so at host-bound shapes their host latency is the
+# default's and at device-bound ones their device time; nor warm L2 or kernel duration,
+# which rank them as cold L2 does. Every benchmark x parameter combination is a process
+# of its own, so this is most of what a commit's run costs (docs/measurement.md, "Suite cost").
+OTHER_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "split_rope": ("blocked", "blocked_wide", "tiled"),
+    "ada_values9": ("slab", "slab_grid"),
+    "split_rope_pair": ("tiled",),
+    "qknorm_rope_pair": ("tiled",),
+}
+OTHER_ALGORITHM_METRICS: tuple[str, ...] = ("device_cold", "pct_copy_bandwidth", "allocations")
+
 # The variant each public function runs by default (its ``variant=``).
 DEFAULT_VARIANT = {
     "split_rope": "tiled_pdl",
