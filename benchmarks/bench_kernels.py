@@ -219,8 +219,7 @@ def _check_metric(variant: str, metric: str, kernel: str | None = None) -> None:
     allowed = getattr(_VARIANTS, "OTHER_ALGORITHM_METRICS", ())
     if variant in others and metric not in allowed:
         raise NotImplementedError(
-            f"{kernel}'s variant {variant} is another device algorithm, timed for "
-            f"{allowed} only"
+            f"{kernel}'s variant {variant} is another device algorithm, timed for {allowed} only"
         )
 
 
