@@ -840,10 +840,11 @@ def test_cli_help_documents_every_flag(capsys):
 @pytest.mark.slow
 def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     """A clone of this repository with three extra commits; the middle one makes the
-    blocked RoPE launcher sleep. A report flags that cell with the three commits as its
-    range, and an unchanged pair (per_head, whose launcher is untouched) as a one-commit
-    step. confirm.sh (ltx2k confirm with real asv find / continuous) must bisect the
-    first to the sleeping commit and confirm it, and must not confirm the second."""
+    blocked RoPE launcher sleep (the default variant's configuration at decode sizes, the
+    cell here). A report flags that cell with the three commits as its range, and an
+    unchanged pair (per_head, whose launcher is untouched) as a one-commit step. confirm.sh
+    (ltx2k confirm with real asv find / continuous) must bisect the first to the sleeping
+    commit and confirm it, and must not confirm the second."""
     from test_ci_e2e import Stack
 
     from ltx2k.workload import shapes, variants
@@ -877,7 +878,7 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     bench = "bench_kernels.SplitRope.time_host_latency"
     host = "bench_kernels.SplitRope.track_host_calibrated"
     rows = [
-        _row(bench, (("variant", "blocked"), ("shape", shape)), threshold=2.2, cells={
+        _row(bench, (("variant", default), ("shape", shape)), threshold=2.2, cells={
             MACHINE: {"flag": "regression", "ratio": 6.0, "step": _step(base, c3, [c1, c2, c3])},
         }),
         _row(bench, (("variant", "per_head"), ("shape", shape)), threshold=2.2, cells={
@@ -907,7 +908,7 @@ def test_end_to_end_a_real_slowdown_is_bisected_and_confirmed(tmp_path):
     assert (calibrated["commit"], calibrated["before"]) == (c2, c1)
     assert calibrated["test"] == "mann-whitney" and calibrated["p_value"] < 0.002
     assert "every measuring process" in calibrated["message"]
-    slow = cells["blocked"]
+    slow = cells[default]
     assert slow["verdict"] == "confirmed", slow
     assert (slow["commit"], slow["before"]) == (c2, c1)  # bisected to the sleeping commit
     assert slow["bisected"] and slow["range_size"] == 3
