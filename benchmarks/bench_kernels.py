@@ -216,10 +216,11 @@ def _check_metric(variant: str, metric: str, kernel: str | None = None) -> None:
         raise NotImplementedError(f"variant {variant} is timed for {allowed} only")
     # getattr: a variants.py from before the rule (a suite module of another checkout)
     others = getattr(_VARIANTS, "OTHER_ALGORITHMS", {}).get(kernel, ())
-    allowed = getattr(_VARIANTS, "OTHER_ALGORITHM_METRICS", ())
-    if variant in others and metric not in allowed:
+    device_only = getattr(_VARIANTS, "OTHER_ALGORITHM_METRICS", ())
+    if variant in others and metric not in device_only:
         raise NotImplementedError(
-            f"{kernel}'s variant {variant} is another device algorithm, timed for {allowed} only"
+            f"{kernel}'s variant {variant} is another device algorithm, timed for "
+            f"{device_only} only"
         )
 
 
