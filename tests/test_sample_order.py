@@ -1,0 +1,160 @@
+"""Where a cell's slow samples fall: ltx2k.analysis.sample_order and tools/sample_order.py,
+over the partial and uneven samples real runners leave (missing, not finite, short)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ltx2k.analysis import sample_order
+from ltx2k.history.records import Record
+from tools import sample_order as tool
+from tools.synthetic_history import generate_history
+
+COLD = "bench_kernels.SplitRope.time_device_cold"
+
+
+def rec(samples, *, benchmark=COLD, value="median", params=(("variant", "tiled"),)) -> Record:
+    if value == "median":
+        finite = [x for x in samples or () if x is not None and math.isfinite(x)]
+        value = statistics.median(finite) if finite else None
+    return Record(
+        machine="h200",
+        commit="a" * 40,
+        date=0,
+        benchmark=benchmark,
+        params=params,
+        value=value,
+        ci_99=None,
+        q_25=None,
+        q_75=None,
+        samples=None if samples is None else tuple(samples),
+        number=1,
+        repeat=len(samples or ()),
+        unit="seconds",
+        env="env",
+    )
+
+
+def test_a_slow_first_sample_is_counted_at_position_zero_and_moves_nothing():
+    samples = [1.3e-5] + [1e-5] * 19
+    profile = sample_order.position_profile([rec(samples)], positions=4)
+    assert profile["time_device_cold"].cells == 1
+    assert profile["time_device_cold"].share_high == (1.0, 0.0, 0.0, 0.0)
+    assert sample_order.moved_cells([rec(samples)]) == []
+
+
+def test_a_transient_over_half_the_samples_moves_the_reported_median():
+    samples = [1.2e-5] * 11 + [1e-5] * 9
+    moved = sample_order.moved_cells([rec(samples)])
+    assert len(moved) == 1
+    ratio, r = moved[0]
+    assert ratio == pytest.approx(1.2)
+    assert r.samples == tuple(samples)
+
+
+def test_a_missing_sample_keeps_the_position_of_the_others():
+    samples = [None, 1.3e-5] + [1e-5] * 10
+    profile = sample_order.position_profile([rec(samples)], positions=3)
+    assert profile["time_device_cold"].share_high == (0.0, 1.0, 0.0)
+
+
+def test_only_time_metrics_with_enough_samples_are_read():
+    slow_first = [2.0] + [1.0] * 9
+    records = [
+        rec(slow_first, benchmark="bench_kernels.SplitRope.track_pct_copy_bandwidth"),
+        rec([2.0, 1.0, 1.0]),  # too few samples for a later half
+        rec(None),
+        rec([math.nan] * 10),
+        rec(slow_first, benchmark="bench_kernels.SplitRope.time_host_latency"),
+    ]
+    profile = sample_order.position_profile(records)
+    assert list(profile) == ["time_host_latency"]
+    assert profile["time_host_latency"].share_high[0] == 1.0
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: sample_order.position_profile([], positions=0), "positions"),
+        (lambda: sample_order.position_profile([], high=0), "high"),
+        (lambda: sample_order.moved_cells([], tol=-0.1), "tol"),
+    ],
+)
+def test_bad_arguments_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# What runners leave: samples missing, not finite, cells of any length, values failed.
+_sample = st.one_of(
+    st.none(),
+    st.floats(min_value=1e-7, max_value=1e-2),
+    st.sampled_from([math.nan, math.inf, 0.0]),
+)
+_metric = st.sampled_from(
+    [COLD, "bench_kernels.SplitRopePair.time_host_latency", "bench_kernels.X.track_allocations"]
+)
+_cells = st.lists(st.tuples(st.lists(_sample, max_size=24), _metric, st.booleans()), max_size=12)
+
+
+def _records(cells):
+    return [rec(s, benchmark=b, value="median" if ok else None) for s, b, ok in cells]
+
+
+@settings(max_examples=200, deadline=None)
+@given(_cells, st.integers(min_value=1, max_value=8))
+def test_profiles_count_every_readable_cell_once_and_shares_are_fractions(cells, positions):
+    records = _records(cells)
+    profile = sample_order.position_profile(records, positions)
+    readable = [
+        r
+        for r in records
+        if sample_order.is_time(r) and sample_order.settled(r.samples) is not None
+    ]
+    assert sum(p.cells for p in profile.values()) == len(readable)
+    for p in profile.values():
+        assert len(p.share_high) == positions
+        assert all(0.0 <= s <= 1.0 for s in p.share_high)
+    for ratio, r in sample_order.moved_cells(records):
+        assert ratio > 1 + sample_order.TOL
+        assert sample_order.is_time(r) and r.value is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(_cells, st.sampled_from([0.25, 2.0, 1024.0]))
+def test_a_unit_change_changes_no_verdict(cells, scale):
+    # A power of two scales every float exactly: the verdicts are ratios.
+    records = _records(cells)
+    scaled = [
+        rec(
+            None if r.samples is None else [None if x is None else x * scale for x in r.samples],
+            benchmark=r.benchmark,
+            value=None if r.value is None else r.value * scale,
+        )
+        for r in records
+    ]
+    assert sample_order.position_profile(scaled) == sample_order.position_profile(records)
+    assert [round(x, 12) for x, _ in sample_order.moved_cells(scaled)] == [
+        round(x, 12) for x, _ in sample_order.moved_cells(records)
+    ]
+
+
+def test_the_tool_reads_results_and_draws_the_shares(tmp_path, capsys):
+    h = generate_history(tmp_path / "h", n_commits=2, seed=5, machines=("h200",))
+    png = tmp_path / "order.png"
+    assert tool.main([str(h.results_dir), "--positions", "3", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "time_device_cold" in out and "% of cells slow at sample" in out
+    assert png.stat().st_size > 0
+
+
+def test_the_tool_names_a_directory_that_is_not_one(tmp_path):
+    with pytest.raises(SystemExit, match="is not a directory"):
+        tool.main([str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit):
+        tool.main([str(tmp_path), "--positions", "0"])

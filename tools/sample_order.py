@@ -1,0 +1,101 @@
+"""Where the slow samples of a suite's cells fall, over one or more asv results directories.
+
+    python tools/sample_order.py RESULTS_DIR [RESULTS_DIR ...] [--positions 5] [--plot PNG]
+
+Per time metric: how many cells, and the share of them whose sample 0, 1, 2, ... lies more
+than 10% above the cell's settled value (the median of its later half); then the cells
+whose reported median lies more than 3% above their settled value
+(:mod:`ltx2k.analysis.sample_order`). ``--plot`` draws the shares by position, one line per
+metric. Put what it prints in docs/ with its date and GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ltx2k.analysis import sample_order  # noqa: E402
+from ltx2k.history import records  # noqa: E402
+
+
+def load(dirs: list[str]) -> list:
+    out = []
+    for d in dirs:
+        try:
+            recs, problems = records.load_results(d)
+        except ValueError as e:
+            raise SystemExit(f"sample_order: {e}") from None
+        for p in problems:
+            if p.kind not in records.QUIET_KINDS:
+                print(f"sample_order: {d}: {p.message}", file=sys.stderr)
+        out += recs
+    return out
+
+
+def plot(profiles: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for p in profiles.values():
+        xs = range(len(p.share_high))
+        ax.plot(xs, [100 * s for s in p.share_high], marker="o", label=f"{p.metric} ({p.cells})")
+    ax.set_xlabel("sample position in the cell (asv's order)")
+    ax.set_ylabel(f"% of cells > {sample_order.HIGH:.0%} above settled")
+    ax.set_xticks(range(max(len(p.share_high) for p in profiles.values())))
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", help="asv results directories")
+    ap.add_argument("--positions", type=int, default=5, help="sample positions to show")
+    ap.add_argument("--list", type=int, default=15, help="moved cells to list (largest first)")
+    ap.add_argument("--plot", help="write the shares by position to this PNG")
+    a = ap.parse_args(argv)
+    if a.positions < 1:
+        ap.error(f"--positions must be at least 1, got {a.positions}")
+    if a.list < 0:
+        ap.error(f"--list must be 0 or more, got {a.list}")
+    recs = load(a.results)
+    profiles = sample_order.position_profile(recs, a.positions)
+    if not profiles:
+        print("sample_order: no time cell with enough samples", file=sys.stderr)
+        return 1
+    moved = sample_order.moved_cells(recs)
+    n_moved = {}
+    for _, r in moved:
+        n_moved[sample_order.metric_of(r)] = n_moved.get(sample_order.metric_of(r), 0) + 1
+    cols = " ".join(f"{i:>5d}" for i in range(a.positions))
+    print(f"{'metric':20s} {'cells':>6s} {'moved':>6s}   % of cells slow at sample {cols}")
+    for p in profiles.values():
+        shares = " ".join(f"{100 * s:5.1f}" for s in p.share_high)
+        print(f"{p.metric:20s} {p.cells:6d} {n_moved.get(p.metric, 0):6d}   {'':26s}{shares}")
+    n = sum(p.cells for p in profiles.values())
+    print(
+        f"\nslow: > {sample_order.HIGH:.0%} above the cell's settled value (the median of its "
+        f"later half);\nmoved: the reported median > {sample_order.TOL:.0%} above it "
+        f"({len(moved)} of {n} cells). The {min(a.list, len(moved))} largest:"
+    )
+    for ratio, r in moved[: a.list]:
+        params = ", ".join(v for _, v in r.params)
+        base = r.value / ratio
+        first = " ".join(f"{x / base:.2f}" for x in (r.samples or ())[:10] if x is not None)
+        print(f"  {ratio:5.3f}  {r.machine} {r.commit[:8]} {r.benchmark} [{params}]")
+        print(f"         first samples / settled: {first}")
+    if a.plot:
+        plot(profiles, a.plot)
+        print(f"\nplot: {a.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
