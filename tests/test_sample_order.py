@@ -18,7 +18,9 @@ from tools.synthetic_history import generate_history
 COLD = "bench_kernels.SplitRope.time_device_cold"
 
 
-def rec(samples, *, benchmark=COLD, value="median", params=(("variant", "tiled"),)) -> Record:
+def rec(
+    samples, *, benchmark=COLD, value="median", params=(("variant", "tiled"),), path=""
+) -> Record:
     if value == "median":
         finite = [x for x in samples or () if x is not None and math.isfinite(x)]
         value = statistics.median(finite) if finite else None
@@ -37,6 +39,7 @@ def rec(samples, *, benchmark=COLD, value="median", params=(("variant", "tiled")
         repeat=len(samples or ()),
         unit="seconds",
         env="env",
+        path=path,
     )
 
 
@@ -88,6 +91,20 @@ def test_only_time_metrics_with_enough_samples_are_read():
 def test_bad_arguments_are_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_run_slow_from_first_sample_to_last_is_found_across_runs():
+    # Inside its own cell the slow run looks steady; only the other runs show it.
+    runs = [rec([1e-5] * 20, path=f"run{i}/a.json") for i in range(6)]
+    runs.append(rec([1.2e-5] * 20, path="run6/a.json"))
+    assert sample_order.moved_cells(runs) == []
+    compared, slow = sample_order.slow_processes(runs)
+    assert len(compared) == 7
+    assert [(round(x, 6), r.path) for x, r in slow] == [(1.2, "run6/a.json")]
+    # the same cell in too few runs is not compared
+    assert sample_order.slow_processes(runs[4:]) == ([], [])
+    with pytest.raises(ValueError, match="min_runs"):
+        sample_order.slow_processes(runs, min_runs=1)
 
 
 # What runners leave: samples missing, not finite, cells of any length, values failed.
@@ -144,13 +161,37 @@ def test_a_unit_change_changes_no_verdict(cells, scale):
     ]
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(_sample, max_size=24), _metric, st.integers(0, 7)), max_size=30),
+    st.integers(min_value=2, max_value=5),
+)
+def test_across_runs_every_cell_seen_often_enough_is_compared_once_per_run(cells, min_runs):
+    records = [
+        rec(s, benchmark=b, params=(("shape", f"S{run % 3}"),), path=f"run{run}/r.json")
+        for s, b, run in cells
+    ]
+    compared, slow = sample_order.slow_processes(records, min_runs=min_runs)
+    runs_of = {}
+    for r in records:
+        if sample_order.is_time(r) and sample_order.settled(r.samples) is not None:
+            runs_of.setdefault((r.benchmark, r.params), set()).add(r.path)
+    assert len(compared) == sum(len(v) for v in runs_of.values() if len(v) >= min_runs)
+    assert all(any(r is c for c in compared) for _, r in slow)
+    assert all(x > 1.05 for x, _ in slow)
+
+
 def test_the_tool_reads_results_and_draws_the_shares(tmp_path, capsys):
     h = generate_history(tmp_path / "h", n_commits=2, seed=5, machines=("h200",))
     png = tmp_path / "order.png"
-    assert tool.main([str(h.results_dir), "--positions", "3", "--plot", str(png)]) == 0
+    argv = [str(h.results_dir), "--positions", "3", "--plot", str(png), "--min-runs", "2"]
+    assert tool.main(argv) == 0
     out = capsys.readouterr().out
     assert "time_device_cold" in out and "% of cells slow at sample" in out
+    assert "across runs (time_device_cold, cells in >= 2 runs)" in out
     assert png.stat().st_size > 0
+    with pytest.raises(SystemExit):
+        tool.main([str(h.results_dir), "--exclude", "("])
 
 
 def test_the_tool_names_a_directory_that_is_not_one(tmp_path):

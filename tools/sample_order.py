@@ -4,15 +4,20 @@
 
 Per time metric: how many cells, and the share of them whose sample 0, 1, 2, ... lies more
 than 10% above the cell's settled value (the median of its later half); then the cells
-whose reported median lies more than 3% above their settled value
-(:mod:`ltx2k.analysis.sample_order`). ``--plot`` draws the shares by position, one line per
-metric. Put what it prints in docs/ with its date and GPUs.
+whose reported median lies more than 3% above their settled value; then, across the
+directories (one run each), the readings of a cell that lie more than 5% above the cell's
+median over the runs, by benchmark class and by run (:mod:`ltx2k.analysis.sample_order`).
+``--exclude REGEX`` leaves out benchmarks whose code changed between the runs. ``--plot``
+draws the shares by position, one line per metric. Put what it prints in docs/ with its
+date and GPUs.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,17 +59,59 @@ def plot(profiles: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def across(recs, a, exclude) -> None:
+    """The cross-run reading of one metric, by benchmark class and by run."""
+    picked = [
+        r
+        for r in recs
+        if sample_order.metric_of(r) == a.metric and not (exclude and exclude.search(r.benchmark))
+    ]
+    compared, slow = sample_order.slow_processes(picked, min_runs=a.min_runs)
+    readings = len(compared)
+    if not readings:
+        print(f"\nacross runs: no {a.metric} cell is in {a.min_runs} or more runs")
+        return
+    print(
+        f"\nacross runs ({a.metric}, cells in >= {a.min_runs} runs): {len(slow)} of {readings} "
+        f"readings ({100 * len(slow) / readings:.1f}%) settle > 5% above the cell's median"
+    )
+    total = Counter(r.benchmark.split(".")[-2] for r in compared)
+    by_class = Counter(r.benchmark.split(".")[-2] for _, r in slow)
+    for name, n in sorted(total.items()):
+        print(f"  {name:20s} {by_class.get(name, 0):4d} of {n}")
+    by_run = Counter(_run_of(r, a.results) for _, r in slow)
+    for d in a.results:
+        print(f"  {d}: {by_run.get(d, 0)}")
+
+
+def _run_of(r, dirs: list[str]) -> str:
+    path = Path(r.path).resolve()
+    for d in dirs:
+        if Path(d).resolve() in path.parents:
+            return d
+    return r.path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="asv results directories")
     ap.add_argument("--positions", type=int, default=5, help="sample positions to show")
     ap.add_argument("--list", type=int, default=15, help="moved cells to list (largest first)")
     ap.add_argument("--plot", help="write the shares by position to this PNG")
+    ap.add_argument("--metric", default="time_device_cold", help="the metric compared across runs")
+    ap.add_argument("--exclude", help="leave out benchmarks matching this regex (across runs)")
+    ap.add_argument("--min-runs", type=int, default=6, help="runs a cell needs (across runs)")
     a = ap.parse_args(argv)
     if a.positions < 1:
         ap.error(f"--positions must be at least 1, got {a.positions}")
     if a.list < 0:
         ap.error(f"--list must be 0 or more, got {a.list}")
+    if a.min_runs < 2:
+        ap.error(f"--min-runs must be at least 2, got {a.min_runs}")
+    try:
+        exclude = re.compile(a.exclude) if a.exclude else None
+    except re.error as e:
+        ap.error(f"--exclude {a.exclude!r} is not a regular expression: {e}")
     recs = load(a.results)
     profiles = sample_order.position_profile(recs, a.positions)
     if not profiles:
@@ -91,6 +138,7 @@ def main(argv=None) -> int:
         first = " ".join(f"{x / base:.2f}" for x in (r.samples or ())[:10] if x is not None)
         print(f"  {ratio:5.3f}  {r.machine} {r.commit[:8]} {r.benchmark} [{params}]")
         print(f"         first samples / settled: {first}")
+    across(recs, a, exclude)
     if a.plot:
         plot(profiles, a.plot)
         print(f"\nplot: {a.plot}")

@@ -6,12 +6,15 @@ is not yet steady when sampling starts has them first. Which of the two a suite'
 show says whether a cell's spread is the kernel's or the clock's, and whether the median
 asv reports has moved because of it (docs/measurement.md, "The first samples of a cell").
 
-Two readings of the time metrics (``time_*``: lower is better) of any set of records:
+Three readings of the time metrics (``time_*``: lower is better) of any set of records:
 
 - :func:`position_profile`: per metric, the share of cells whose sample *i* lies more
   than ``high`` above the cell's settled value, for the first few positions.
 - :func:`moved_cells`: the cells whose reported median lies more than ``tol`` above
   their settled value.
+- :func:`slow_processes`: across runs (result files) of one GPU model, the cells whose
+  settled value in one run lies more than ``tol`` above the cell's median over the runs:
+  a process slow from its first sample to its last, which no reading inside one cell sees.
 
 A cell's settled value is the median of the later half of its samples, by position
 (:func:`settled`). Samples that are missing or not finite keep their position and count
@@ -110,3 +113,37 @@ def moved_cells(records: Iterable[Record], tol: float = TOL) -> list[tuple[float
             out.append((rec.value / base, rec))
     out.sort(key=lambda t: -t[0])
     return out
+
+
+def slow_processes(
+    records: Iterable[Record], tol: float = 0.05, min_runs: int = 6
+) -> tuple[list[Record], list[tuple[float, Record]]]:
+    """``(compared, slow)`` over the time cells seen in at least *min_runs* runs.
+
+    A run is one result file (``Record.path``; records without one count as one run per
+    commit); a cell is one machine x benchmark x parameters, across commits as well, so
+    only compare runs where the cell's code did not change. *compared* holds the records
+    whose settled values were compared, *slow* holds ``(settled / median over the runs,
+    record)`` of those more than *tol* above that median, largest first."""
+    if not tol > 0:
+        raise ValueError(f"tol must be a positive fraction, got {tol}")
+    if min_runs < 2:
+        raise ValueError(f"min_runs must be at least 2, got {min_runs}")
+    cells: dict[tuple, dict[str, tuple[float, Record]]] = {}
+    for rec in records:
+        if not is_time(rec):
+            continue
+        base = settled(rec.samples)
+        if base is None:
+            continue
+        run = rec.path or rec.commit
+        cells.setdefault((rec.machine, rec.benchmark, rec.params), {})[run] = (base, rec)
+    compared, slow = [], []
+    for runs in cells.values():
+        if len(runs) < min_runs:
+            continue
+        median = statistics.median(v for v, _ in runs.values())
+        compared += [r for _, r in runs.values()]
+        slow += [(v / median, r) for v, r in runs.values() if v > (1 + tol) * median]
+    slow.sort(key=lambda t: -t[0])
+    return compared, slow
