@@ -13,6 +13,8 @@
 #   tests build check quick   GPU tests; the native extension's build; the gate; ltx2k quick
 #   desk                  the desk run, pytest --benchmark-only, every shape in one process
 #   asv asvfull nextcommit asv3   asv runs: HEAD, HEAD traced, the commit before, 3 commits
+#                         (CELL_COST=1: asv's cost per cell, tools/asv_cell_cost.py)
+#   report                the prologue's table and the sample-order reading of the results
 #   noise                 a second run of one commit's device time, judged by ltx2k power
 #   inject                the branch inject-slowdown against BASE: ltx2k regress, asv continuous
 #   stepcheck hostcheck hostconfirm   throwaway branches: a kernel step found and confirmed,
@@ -60,9 +62,21 @@ for step in $steps; do
            # results of an earlier pass (on a fresh machine each time) continue the history
            # shellcheck disable=SC2012 # a glance at the unpacked result files
            [ -f "${RESULTS_TGZ:-}" ] && tar xzf "$RESULTS_TGZ" -C /tmp/repo && ls /tmp/repo/results/* | head -5 ;;
-    asv) # shellcheck disable=SC2086 # ASV_RANGE, ASV_ARGS: argument lists
-         ( cd /tmp/repo && time timeout "${ASV_TIMEOUT:-480}" ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 | tee "$OUT/asv_run.log" | grep -v "^\s*$" | tail -20
+    asv) # CELL_COST=1: every cell timestamped (tools/asv_cell_cost.py; the clone's copy of
+         # the suite is patched, never committed) and the run's cost per cell reported
+         [ -n "${CELL_COST:-}" ] && ( cd /tmp/repo && python3 tools/asv_cell_cost.py patch benchmarks/bench_kernels.py )
+         # shellcheck disable=SC2086 # ASV_RANGE, ASV_ARGS: argument lists
+         ( cd /tmp/repo && time ${CELL_COST:+env CELL_LOG="$OUT/cells.jsonl"} timeout "${ASV_TIMEOUT:-480}" ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 \
+           | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/asv_run.log" | grep -v "^\S* \s*$" | tail -20
+         if [ -n "${CELL_COST:-}" ]; then
+           python3 tools/asv_cell_cost.py report "$OUT/cells.jsonl" > "$OUT/cell_cost.txt" 2>&1; tail -5 "$OUT/cell_cost.txt"; gzip -f "$OUT/cells.jsonl"
+         fi
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
+    report) # what the results say: the prologue's table of the newest result file, and where
+            # in each cell its slow samples fall (tools/prologue_table.py, tools/sample_order.py)
+            newest=$(ls -t /tmp/repo/results/*/*-*.json 2>/dev/null | grep -v machine.json | head -1)
+            [ -n "$newest" ] && python3 tools/prologue_table.py "$newest" > "$OUT/prologue_table.md" 2>&1 && head -40 "$OUT/prologue_table.md"
+            python3 tools/sample_order.py /tmp/repo/results --min-runs 2 > "$OUT/sample_order.txt" 2>&1; head -12 "$OUT/sample_order.txt" ;;
     asvfull) ( cd /tmp/repo && time LTX2K_TRACE=1 timeout "${ASV_TIMEOUT:-300}" ltx2k run --show-stderr HEAD^! ) 2>&1 | tee "$OUT/asv_full.log" | grep -E "real|Running [0-9]+ total|failed"
              tar czf "$OUT/results.tgz" -C /tmp/repo results ;;  # packed per step: a later timeout loses nothing
     nextcommit) # the runner's steady state: after `main`, the commit before HEAD, every benchmark,
