@@ -178,7 +178,7 @@ def test_across_runs_every_cell_seen_often_enough_is_compared_once_per_run(cells
             runs_of.setdefault((r.benchmark, r.params), set()).add(r.path)
     assert len(compared) == sum(len(v) for v in runs_of.values() if len(v) >= min_runs)
     assert all(any(r is c for c in compared) for _, r in slow)
-    assert all(x > 1.05 for x, _ in slow)
+    assert all(x > 1 + sample_order.LEVEL for x, _ in slow)
 
 
 def test_the_tool_reads_results_and_draws_the_shares(tmp_path, capsys):

@@ -73,7 +73,8 @@ def across(recs, a, exclude) -> None:
         return
     print(
         f"\nacross runs ({a.metric}, cells in >= {a.min_runs} runs): {len(slow)} of {readings} "
-        f"readings ({100 * len(slow) / readings:.1f}%) settle > 5% above the cell's median"
+        f"readings ({100 * len(slow) / readings:.1f}%) settle > {sample_order.LEVEL:.0%} above "
+        "the cell's median"
     )
     total = Counter(r.benchmark.split(".")[-2] for r in compared)
     by_class = Counter(r.benchmark.split(".")[-2] for _, r in slow)

@@ -32,6 +32,7 @@ from ltx2k.history.records import Record
 
 HIGH = 0.10  # a sample this far above the settled value is a slow one
 TOL = 0.03  # a reported median this far above the settled value has moved
+LEVEL = 0.05  # a run's settled value this far above the cell's median over the runs is slow
 MIN_SAMPLES = 6  # fewer finite samples than this: no later half to settle on
 
 
@@ -116,7 +117,7 @@ def moved_cells(records: Iterable[Record], tol: float = TOL) -> list[tuple[float
 
 
 def slow_processes(
-    records: Iterable[Record], tol: float = 0.05, min_runs: int = 6
+    records: Iterable[Record], tol: float = LEVEL, min_runs: int = 6
 ) -> tuple[list[Record], list[tuple[float, Record]]]:
     """``(compared, slow)`` over the time cells seen in at least *min_runs* runs.
 
