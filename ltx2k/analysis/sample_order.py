@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ltx2k.history.records import Record
@@ -63,6 +63,15 @@ def settled(samples) -> float | None:
     return value if value > 0 else None
 
 
+def _settled_cells(records: Iterable[Record]) -> Iterator[tuple[Record, float]]:
+    """``(record, settled value)`` of the time cells that have one."""
+    for rec in records:
+        if is_time(rec):
+            base = settled(rec.samples)
+            if base is not None:
+                yield rec, base
+
+
 @dataclass(frozen=True)
 class Profile:
     """One metric's cells, and per position the share of them with a slow sample there."""
@@ -85,12 +94,7 @@ def position_profile(
         raise ValueError(f"high must be a positive fraction, got {high}")
     cells: dict[str, int] = {}
     slow: dict[str, list[int]] = {}
-    for rec in records:
-        if not is_time(rec):
-            continue
-        base = settled(rec.samples)
-        if base is None:
-            continue
+    for rec, base in _settled_cells(records):
         m = metric_of(rec)
         cells[m] = cells.get(m, 0) + 1
         counts = slow.setdefault(m, [0] * positions)
@@ -106,11 +110,8 @@ def moved_cells(records: Iterable[Record], tol: float = TOL) -> list[tuple[float
     if not tol > 0:
         raise ValueError(f"tol must be a positive fraction, got {tol}")
     out = []
-    for rec in records:
-        if not is_time(rec) or not _finite(rec.value):
-            continue
-        base = settled(rec.samples)
-        if base is not None and rec.value > (1 + tol) * base:
+    for rec, base in _settled_cells(records):
+        if _finite(rec.value) and rec.value > (1 + tol) * base:
             out.append((rec.value / base, rec))
     out.sort(key=lambda t: -t[0])
     return out
@@ -131,12 +132,7 @@ def slow_processes(
     if min_runs < 2:
         raise ValueError(f"min_runs must be at least 2, got {min_runs}")
     cells: dict[tuple, dict[str, tuple[float, Record]]] = {}
-    for rec in records:
-        if not is_time(rec):
-            continue
-        base = settled(rec.samples)
-        if base is None:
-            continue
+    for rec, base in _settled_cells(records):
         run = rec.path or rec.commit
         cells.setdefault((rec.machine, rec.benchmark, rec.params), {})[run] = (base, rec)
     compared, slow = [], []
