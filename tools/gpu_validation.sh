@@ -37,6 +37,7 @@ export PYTHONUNBUFFERED=1 PYTORCH_NVML_BASED_CUDA_CHECK=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
 steps=${*:-"info install clone tests desk check quick asv"}
 log() { echo "=== $(date +%T) $*" | tee -a "$OUT/validation.log"; }
+stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }  # each line's time
 # Commits on the throwaway branches get one author and one date, so their shas are the
 # same every run.
 bench_identity() {
@@ -67,7 +68,7 @@ for step in $steps; do
          [ -n "${CELL_COST:-}" ] && ( cd /tmp/repo && python3 tools/asv_cell_cost.py patch benchmarks/bench_kernels.py )
          # shellcheck disable=SC2086 # ASV_RANGE, ASV_ARGS: argument lists
          ( cd /tmp/repo && time ${CELL_COST:+env CELL_LOG="$OUT/cells.jsonl"} timeout "${ASV_TIMEOUT:-480}" ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 \
-           | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/asv_run.log" | grep -v "^\S* \s*$" | tail -20
+           | stamp | tee "$OUT/asv_run.log" | grep -v "^\S* \s*$" | tail -20
          if [ -n "${CELL_COST:-}" ]; then
            python3 tools/asv_cell_cost.py report "$OUT/cells.jsonl" > "$OUT/cell_cost.txt" 2>&1; tail -5 "$OUT/cell_cost.txt"; gzip -f "$OUT/cells.jsonl"
          fi
@@ -82,7 +83,7 @@ for step in $steps; do
     nextcommit) # the runner's steady state: after `main`, the commit before HEAD, every benchmark,
            # on a machine whose caches the first commit warmed; timestamped like `main`
            ( cd /tmp/repo && time timeout "${NEXT_TIMEOUT:-300}" ltx2k run HEAD~1^! ) 2>&1 \
-             | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/next_commit.log" | grep -E "real|Running [0-9]+ total|Benchmarking|failed"
+             | stamp | tee "$OUT/next_commit.log" | grep -E "real|Running [0-9]+ total|Benchmarking|failed"
            tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     asv3) ( cd /tmp/repo && time timeout "${ASV3_TIMEOUT:-200}" ltx2k run -- --skip-existing-commits -b "${ASV3_BENCH:-time_device_cold}" "${BASE:-HEAD}~3..${BASE:-HEAD}" ) 2>&1 | tee "$OUT/asv_3commits.log" | grep -E "real|For ltx2k commit|Running [0-9]+ total"
           tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
@@ -162,7 +163,7 @@ for step in $steps; do
           wh=$(cd "${WHEELHOUSE:-.whl}" && pwd)
           # shellcheck disable=SC2086 # MAIN_ARGS: arguments for scripts/main.sh
           ( cd /tmp/repo && time LTX2K_WHEELHOUSE="$wh" timeout ${MAIN_TIMEOUT:-420} bash scripts/main.sh ${MAIN_ARGS:-} ) 2>&1 \
-            | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done | tee "$OUT/main.log" | grep -v "^\S* \s*$" | tail -25
+            | stamp | tee "$OUT/main.log" | grep -v "^\S* \s*$" | tail -25
           tar czf "$OUT/results.tgz" -C /tmp/repo results; tar czf "$OUT/html.tgz" -C /tmp/repo html ;;
     pack) tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     *) echo "unknown step $step" ;;
