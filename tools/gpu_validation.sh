@@ -13,7 +13,8 @@
 #   tests build check quick   GPU tests; the native extension's build; the gate; ltx2k quick
 #   desk                  the desk run, pytest --benchmark-only, every shape in one process
 #   asv asvfull nextcommit asv3   asv runs: HEAD, HEAD traced, the commit before, 3 commits
-#                         (CELL_COST=1: asv's cost per cell, tools/asv_cell_cost.py)
+#                         (CELL_COST=1: asv's cost per cell, tools/asv_cell_cost.py, and
+#                         the GPU's clocks every 250 ms, clocks.csv)
 #   report                the prologue's table and the sample-order reading of the results
 #   noise                 a second run of one commit's device time, judged by ltx2k power
 #   inject                the branch inject-slowdown against BASE: ltx2k regress, asv continuous
@@ -66,11 +67,21 @@ for step in $steps; do
     asv) # CELL_COST=1: every cell timestamped (tools/asv_cell_cost.py; the clone's copy of
          # the suite is patched, never committed) and the run's cost per cell reported
          [ -n "${CELL_COST:-}" ] && ( cd /tmp/repo && python3 tools/asv_cell_cost.py patch benchmarks/bench_kernels.py )
+         # and the GPU's clocks, power and clock-event (throttle) reasons every 250 ms, to
+         # place a slow cell against them (older drivers name the reasons "throttle")
+         smi=""
+         if [ -n "${CELL_COST:-}" ]; then
+           reasons=clocks_event_reasons.active
+           nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
+           nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,$reasons,power.draw,temperature.gpu,utilization.gpu \
+             --format=csv,nounits -lms 250 > "$OUT/clocks.csv" 2>&1 & smi=$!
+         fi
          # shellcheck disable=SC2086 # ASV_RANGE, ASV_ARGS: argument lists
          ( cd /tmp/repo && time ${CELL_COST:+env CELL_LOG="$OUT/cells.jsonl"} timeout "${ASV_TIMEOUT:-480}" ltx2k run ${ASV_RANGE:-HEAD^!} ${ASV_ARGS:-} ) 2>&1 \
            | stamp | tee "$OUT/asv_run.log" | grep -v "^\S* \s*$" | tail -20
          if [ -n "${CELL_COST:-}" ]; then
            python3 tools/asv_cell_cost.py report "$OUT/cells.jsonl" > "$OUT/cell_cost.txt" 2>&1; tail -5 "$OUT/cell_cost.txt"; gzip -f "$OUT/cells.jsonl"
+           [ -n "$smi" ] && kill "$smi" && gzip -f "$OUT/clocks.csv"
          fi
          tar czf "$OUT/results.tgz" -C /tmp/repo results ;;
     report) # what the results say: the prologue's table of the newest result file, and where
