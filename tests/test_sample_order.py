@@ -199,3 +199,94 @@ def test_the_tool_names_a_directory_that_is_not_one(tmp_path):
         tool.main([str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit):
         tool.main([str(tmp_path), "--positions", "0"])
+
+
+def _one_run_per_directory(tmp_path):
+    """The synthetic history's two commits as two results directories, one run each."""
+    import shutil
+
+    h = generate_history(tmp_path / "h", n_commits=2, seed=5, machines=("h200",))
+    files = sorted((h.results_dir / "h200").glob("*-*.json"))
+    files = [f for f in files if f.name != "machine.json"]
+    dirs = []
+    for i, f in enumerate(files):
+        d = tmp_path / f"run{i}"
+        (d / "h200").mkdir(parents=True)
+        shutil.copy(h.results_dir / "benchmarks.json", d)
+        shutil.copy(h.results_dir / "h200" / "machine.json", d / "h200")
+        shutil.copy(f, d / "h200")
+        dirs.append(d)
+    return h, dirs
+
+
+def test_the_tool_places_the_across_runs_reading_in_time_and_against_the_clocks(tmp_path, capsys):
+    import datetime as dt
+    import json
+    import re
+
+    from ltx2k.history import records
+    from ltx2k.workload import variants
+
+    _, (d1, d2) = _one_run_per_directory(tmp_path)
+    recs = records.load_results(str(d1))[0] + records.load_results(str(d2))[0]
+    cold = [r for r in recs if sample_order.metric_of(r) == "time_device_cold"]
+    compared, _ = sample_order.slow_processes(cold, min_runs=2)
+    placed = [r for r in compared if str(d2) in r.path]
+    assert placed
+    # one process per cell of the second run, 0.5 s apart, in the results' order
+    t0, log, index = 1_796_586_000.0, [], {}
+    for i, r in enumerate(placed):
+        p = dict(r.params)
+        cls = r.benchmark.split(".")[-2]
+        kernel = {c: k for k, c in variants.ASV_CLASS.items()}[cls]
+        key = [kernel, "device_cold", p["variant"], p["shape"]]
+        log.append(json.dumps(["_prepare", key, t0 + 0.5 * i, t0 + 0.5 * i + 0.2, 100 + i, None]))
+        index[id(r)] = i
+    log.insert(3, '["_prepare", ["cut sh')  # a line a killed run left
+    cells = tmp_path / "cells.jsonl"
+    cells.write_text("\n".join(log) + "\n")
+    # the clocks: a power cap from the row at the m-th process's end on, none before
+    m = len(placed) // 3
+    rows = ["timestamp, clocks.current.sm [MHz], clocks_event_reasons.active"]
+    for k in range(2 * len(placed) + 2):
+        t = t0 + 0.25 * k
+        stamp = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        capped = k >= 2 * m + 2
+        rows.append(f"{stamp}, {1500 if capped else 1980}, 0x{4 if capped else 0:016x}")
+    clocks = tmp_path / "clocks.csv"
+    clocks.write_text("\n".join(rows) + "\n")
+
+    argv = [str(d1), str(d2), "--min-runs", "2", "--cells", f"{d2}={cells}"]
+    assert tool.main([*argv, "--clocks", f"{d2}={clocks}"]) == 0
+    out = capsys.readouterr()
+    assert f"in time ({len(placed)} readings placed, 0 not)" in out.out
+    assert "1 lines unreadable" in out.err
+    got = re.search(r"clock-slowing reason: (\d+), (\d+) of them slow; without one: (\d+)", out.out)
+    # process i spans [t0 + 0.5 i, t0 + 0.5 (i + 1)], the next one's start included: it
+    # saw a capped row if i >= m
+    assert got and int(got[1]) == len(placed) - m and int(got[3]) == m
+
+    # what a wrong pairing of logs and directories gets: its own clear error
+    with pytest.raises(SystemExit):  # argparse: a directory not among those given
+        tool.main([str(d1), "--min-runs", "2", "--cells", f"{d2}={cells}"])
+    with pytest.raises(SystemExit):
+        tool.main([*argv[:4], "--cells", f"{d2}"])  # no '='
+    with pytest.raises(SystemExit):
+        tool.main([*argv, "--clocks", f"{d2}={tmp_path / 'none.csv'}"])  # no such file
+    with pytest.raises(SystemExit):
+        tool.main([str(d1), str(d2), "--min-runs", "2", "--clocks", f"{d2}={clocks}"])
+    with pytest.raises(SystemExit):
+        tool.main([*argv, "--gap", "0"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("clocks.sm\n1980\n")
+    with pytest.raises(SystemExit, match="timestamp"):
+        tool.main([*argv, "--clocks", f"{d2}={bad}"])
+
+
+def test_a_cell_log_cannot_be_given_for_a_directory_of_several_runs(tmp_path):
+    h = generate_history(tmp_path / "h", n_commits=2, seed=5, machines=("h200",))
+    cells = tmp_path / "cells.jsonl"
+    cells.write_text('["_prepare", ["split_rope", "device_cold", "tiled", "S"], 1, 2, 3, null]\n')
+    d = str(h.results_dir)
+    with pytest.raises(SystemExit, match="2 result files"):
+        tool.main([d, "--min-runs", "2", "--cells", f"{d}={cells}"])

@@ -1,6 +1,7 @@
 """Where the slow samples of a suite's cells fall, over one or more asv results directories.
 
     python tools/sample_order.py RESULTS_DIR [RESULTS_DIR ...] [--positions 5] [--plot PNG]
+        [--cells RESULTS_DIR=LOG ...] [--clocks RESULTS_DIR=CSV ...]
 
 Per time metric: how many cells, and the share of them whose sample 0, 1, 2, ... lies more
 than 10% above the cell's settled value (the median of its later half); then the cells
@@ -8,8 +9,14 @@ whose reported median lies more than 3% above their settled value; then, across 
 directories (one run each), the readings of a cell that lie more than 5% above the cell's
 median over the runs, by benchmark class and by run (:mod:`ltx2k.analysis.sample_order`).
 ``--exclude REGEX`` leaves out benchmarks whose code changed between the runs. ``--plot``
-draws the shares by position, one line per metric. Put what it prints in docs/ with its
-date and GPUs.
+draws the shares by position, one line per metric.
+
+``--cells DIR=LOG`` (a run's per-cell timestamps, ``tools/asv_cell_cost.py``) places that
+across-runs reading in time: when each slow reading's process ran, and whether the slow
+ones come closer together than chance (a permutation test). ``--clocks DIR=CSV`` (the
+nvidia-smi log of the same run, ``tools/gpu_validation.sh`` with ``CELL_COST=1``) adds
+the GPU's lowest SM clock and its clock-slowing reasons during each of those processes
+(:mod:`ltx2k.analysis.run_timeline`). Put what it prints in docs/ with its date and GPUs.
 """
 
 from __future__ import annotations
@@ -83,6 +90,113 @@ def across(recs, a, exclude) -> None:
     by_run = Counter(_run_of(r, a.results) for _, r in slow)
     for d in a.results:
         print(f"  {d}: {by_run.get(d, 0)}")
+    if a.cells:
+        in_time(compared, slow, a)
+
+
+def _read_lines(path: str, flag: str) -> list[str]:
+    import gzip
+
+    try:
+        data = Path(path).read_bytes()
+        return (gzip.decompress(data) if path.endswith(".gz") else data).decode().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise SystemExit(f"sample_order: {flag} {path}: cannot read it: {e}") from None
+
+
+def in_time(compared, slow, a) -> None:
+    """The across-runs reading placed in time: when each reading's process ran (--cells),
+    whether the slow ones come together (a permutation test), and the GPU's clocks
+    meanwhile (--clocks)."""
+    from ltx2k.analysis import run_timeline
+    from ltx2k.workload import variants
+
+    kernel_of = {c: k for k, c in variants.ASV_CLASS.items()}
+    ratio_of = {id(r): ratio for ratio, r in slow}
+    runs, lines, unplaced = [], [], 0
+    with_reason = [0, 0]  # readings whose process saw a clock-slowing reason; slow among them
+    without = [0, 0]
+    for d, log in a.cells.items():
+        spans, skipped = run_timeline.process_spans(_read_lines(log, "--cells"))
+        if skipped:
+            print(
+                f"sample_order: --cells {log}: {skipped} lines unreadable, skipped", file=sys.stderr
+            )
+        rows = None
+        if d in a.clocks:
+            try:
+                rows, bad = run_timeline.read_clocks(
+                    _read_lines(a.clocks[d], "--clocks"), a.utc_offset
+                )
+            except ValueError as e:
+                raise SystemExit(f"sample_order: --clocks {a.clocks[d]}: {e}") from None
+            if bad:
+                print(
+                    f"sample_order: --clocks {a.clocks[d]}: {bad} rows without a time",
+                    file=sys.stderr,
+                )
+        files = {r.path for r in compared if _run_of(r, a.results) == d}
+        if len(files) > 1:
+            raise SystemExit(
+                f"sample_order: --cells {d}={log}: {d} holds {len(files)} result files (runs); "
+                "a cell log belongs to one run: give each run its own results directory"
+            )
+        placed = []
+        for r in compared:
+            if _run_of(r, a.results) != d:
+                continue
+            cls, metric = r.benchmark.split(".")[-2:]
+            params = dict(r.params)
+            key = (
+                kernel_of.get(cls, cls),
+                metric.removeprefix("time_"),
+                params.get("variant"),
+                params.get("shape"),
+            )
+            span = spans.get(key)
+            if span is None:
+                unplaced += 1
+                continue
+            clocks = run_timeline.clocks_during(rows, span.start, span.end) if rows else None
+            placed.append((span.start, r, clocks))
+        if not placed:
+            continue
+        t0 = min(t for t, _, _ in placed)
+        runs.append(([t for t, _, _ in placed], [id(r) in ratio_of for _, r, _ in placed]))
+        for t, r, clocks in placed:
+            is_slow = id(r) in ratio_of
+            if clocks is not None and clocks.rows:
+                tally = with_reason if clocks.slowed else without
+                tally[0] += 1
+                tally[1] += is_slow
+            if is_slow:
+                params = ", ".join(v for _, v in r.params)
+                seen = ""
+                if clocks is not None:
+                    seen = (
+                        f"  SM >= {clocks.min_sm_mhz} MHz, "
+                        f"{'+'.join(clocks.reason_names()) or 'no clock event'}"
+                        if clocks.rows
+                        else "  no clock row"
+                    )
+                text = f"{ratio_of[id(r)]:.3f}  {r.benchmark.split('.')[-2]} [{params}]{seen}"
+                lines.append((d, t - t0, text))
+    if not runs:
+        print(f"\nin time: no reading of {a.metric} matched a process of --cells")
+        return
+    c = run_timeline.clustering(runs, gap=a.gap)
+    print(
+        f"\nin time ({sum(len(t) for t, _ in runs)} readings placed, {unplaced} not): "
+        f"{c.close} of {c.slow} slow readings have another within {a.gap:g} s of them; "
+        f"placed at random, {c.shuffled_median:g} (median of shuffles); p = {c.p:.3g}"
+    )
+    for d, t, text in sorted(lines):
+        print(f"  {d}: {t:7.1f} s  {text}")
+    if a.clocks:
+        print(
+            f"readings whose process saw a clock-slowing reason: {with_reason[0]}, "
+            f"{with_reason[1]} of them slow; without one: {without[0]}, {without[1]} slow"
+        )
 
 
 def _run_of(r, dirs: list[str]) -> str:
@@ -102,7 +216,45 @@ def main(argv=None) -> int:
     ap.add_argument("--metric", default="time_device_cold", help="the metric compared across runs")
     ap.add_argument("--exclude", help="leave out benchmarks matching this regex (across runs)")
     ap.add_argument("--min-runs", type=int, default=6, help="runs a cell needs (across runs)")
+    ap.add_argument(
+        "--cells",
+        action="append",
+        default=[],
+        metavar="RESULTS_DIR=LOG",
+        help="a results directory's per-cell timestamps (tools/asv_cell_cost.py; .gz read): "
+        "places the across-runs reading in time",
+    )
+    ap.add_argument(
+        "--clocks",
+        action="append",
+        default=[],
+        metavar="RESULTS_DIR=CSV",
+        help="a results directory's nvidia-smi clock log (tools/gpu_validation.sh, CELL_COST=1)",
+    )
+    ap.add_argument("--gap", type=float, default=5.0, help="seconds that count as together")
+    ap.add_argument(
+        "--utc-offset",
+        type=float,
+        default=0.0,
+        help="the runner's offset from UTC in seconds (nvidia-smi writes local time)",
+    )
     a = ap.parse_args(argv)
+    for flag in ("cells", "clocks"):
+        pairs = {}
+        for item in getattr(a, flag):
+            d, sep, f = item.partition("=")
+            if not sep or not d or not f:
+                ap.error(f"--{flag} takes RESULTS_DIR=FILE, got {item!r}")
+            if d not in a.results:
+                ap.error(f"--{flag} {item!r}: {d!r} is not one of the results directories given")
+            if not Path(f).is_file():
+                ap.error(f"--{flag} {item!r}: no file {f!r}")
+            pairs[d] = f
+        setattr(a, flag, pairs)
+    if a.clocks and not a.cells:
+        ap.error("--clocks needs --cells: the clock rows are placed by each cell's process")
+    if not a.gap > 0:
+        ap.error(f"--gap must be positive seconds, got {a.gap}")
     if a.positions < 1:
         ap.error(f"--positions must be at least 1, got {a.positions}")
     if a.list < 0:
