@@ -200,15 +200,8 @@ class Clocks:
 
 
 def clocks_during(rows: Sequence[ClockRow], start: float, end: float) -> Clocks:
-    """The rows of *rows* (in time order) from *start* to *end*, summarized."""
-    import bisect
-
-    lo = bisect.bisect_left([r.t for r in rows], start)
-    inside = []
-    for r in rows[lo:]:
-        if r.t > end:
-            break
-        inside.append(r)
+    """The rows of *rows* from *start* to *end*, both included, summarized."""
+    inside = [r for r in rows if start <= r.t <= end]
     sms = [r.sm_mhz for r in inside if r.sm_mhz is not None]
     mems = [r.mem_mhz for r in inside if r.mem_mhz is not None]
     bits = 0
