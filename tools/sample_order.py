@@ -135,16 +135,15 @@ def in_time(compared, slow, a) -> None:
                     f"sample_order: --clocks {a.clocks[d]}: {bad} rows without a time",
                     file=sys.stderr,
                 )
-        files = {r.path for r in compared if _run_of(r, a.results) == d}
+        mine = [r for r in compared if _run_of(r, a.results) == d]
+        files = {r.path for r in mine}
         if len(files) > 1:
             raise SystemExit(
                 f"sample_order: --cells {d}={log}: {d} holds {len(files)} result files (runs); "
                 "a cell log belongs to one run: give each run its own results directory"
             )
         placed = []
-        for r in compared:
-            if _run_of(r, a.results) != d:
-                continue
+        for r in mine:
             cls, metric = r.benchmark.split(".")[-2:]
             params = dict(r.params)
             key = (
