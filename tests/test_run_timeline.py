@@ -92,7 +92,7 @@ FIELDS = {
 
 
 def _stamp(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
 
 
 @st.composite

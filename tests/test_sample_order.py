@@ -250,7 +250,7 @@ def test_the_tool_places_the_across_runs_reading_in_time_and_against_the_clocks(
     rows = ["timestamp, clocks.current.sm [MHz], clocks_event_reasons.active"]
     for k in range(2 * len(placed) + 2):
         t = t0 + 0.25 * k
-        stamp = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        stamp = dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
         capped = k >= 2 * m + 2
         rows.append(f"{stamp}, {1500 if capped else 1980}, 0x{4 if capped else 0:016x}")
     clocks = tmp_path / "clocks.csv"

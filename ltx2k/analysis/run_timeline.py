@@ -155,7 +155,7 @@ def read_clocks(lines: Iterable[str], utc_offset_s: float = 0.0) -> tuple[list[C
                     stamp = _dt.datetime.strptime(text, "%Y/%m/%d %H:%M:%S.%f")
                 except ValueError:
                     break
-                got["t"] = stamp.replace(tzinfo=_dt.UTC).timestamp() - utc_offset_s
+                got["t"] = stamp.replace(tzinfo=_dt.timezone.utc).timestamp() - utc_offset_s
             elif field == "reasons":
                 try:
                     got["reasons"] = int(text, 16)
