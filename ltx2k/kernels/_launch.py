@@ -377,3 +377,53 @@ def bad_call(
         return ValueError(f"launch must be one of {list(LAUNCHES)}, got {launch!r}")
     ok = [path for (v, path) in table if v == variant]
     return ValueError(f"launch={launch!r} is not available for variant={variant!r}; it takes {ok}")
+
+
+def resolve(
+    table: Mapping[tuple[str, str], tuple[str, str]], variant: object, launch: object
+) -> tuple[str, str]:
+    """(algorithm, launch path) of a ``(variant, launch)`` that *table* accepts; the
+    :func:`bad_call` ValueError otherwise. (Public functions inline the same lookup: it is
+    their hot path.)"""
+    call = table.get((variant, launch))
+    if call is None:
+        raise bad_call(variant, launch, table)
+    return call
+
+
+def launch_by(
+    path: str,
+    kernel,
+    grid: tuple[int, ...],
+    tensors: tuple[torch.Tensor, ...],
+    scalars: tuple[int, ...],
+    constexprs: tuple[tuple[str, Any], ...],
+    num_warps: int,
+    launch_pdl: bool = False,
+    *,
+    site=None,
+    inputs: tuple[torch.Tensor, ...] = (),
+    out: torch.Tensor | tuple[torch.Tensor, ...] | None = None,
+) -> None:
+    """One launch by the host path a call chose: ``"triton"`` through Triton's JIT
+    dispatcher (``kernel[grid]``) every time; ``"native"`` with a ``site`` through
+    :meth:`ltx2k.kernels._native.Site.launch_and_record`, which records it for the site's
+    replay (``inputs`` and ``out`` as that method takes them); anything else, and
+    ``"native"`` without a site, through :func:`launch`. The site is passed in rather
+    than looked up because each kernel keys its memos its own way."""
+    if path == "triton":
+        _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
+    elif path == "native" and site is not None:
+        site.launch_and_record(
+            kernel,
+            grid,
+            inputs,
+            out,
+            tensors,
+            scalars,
+            constexprs,
+            num_warps,
+            launch_pdl=launch_pdl,
+        )
+    else:
+        launch(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)

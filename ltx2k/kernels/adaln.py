@@ -210,25 +210,18 @@ def _values9_grid(table, timestep, B: int, S: int, D: int, algo: str, path: str)
     scalars = (D, table.stride(0), slab.stride(0))
     d_const = D if algo == "slab_dconst" else 0
     constexprs = (("BLOCK_D", block_d), ("D_CONST", d_const))
-    if path == "native":
-        _SITES[algo].launch_and_record(
-            _ada_values9_grid_kernel,
-            grid,
-            (table, timestep),
-            slab,
-            (table, timestep, slab),
-            scalars,
-            constexprs,
-            num_warps,
-        )
-    elif path == "lean":
-        _launch.launch(
-            _ada_values9_grid_kernel, grid, (table, timestep, slab), scalars, constexprs, num_warps
-        )
-    else:
-        _ada_values9_grid_kernel[grid](
-            table, timestep, slab, *scalars, BLOCK_D=block_d, D_CONST=d_const, num_warps=num_warps
-        )
+    _launch.launch_by(
+        path,
+        _ada_values9_grid_kernel,
+        grid,
+        (table, timestep, slab),
+        scalars,
+        constexprs,
+        num_warps,
+        site=_SITES[algo] if path == "native" else None,
+        inputs=(table, timestep),
+        out=slab,
+    )
     return outs
 
 
@@ -253,15 +246,6 @@ def _validate(table: object, timestep: object) -> tuple[int, int, int]:
             f"got timestep {tuple(timestep.shape)}"
         )
     return B, S, D
-
-
-def _resolve(variant: str, launch: str) -> tuple[str, str]:
-    """(algorithm, launch path) of an accepted ``(variant, launch)``; a ValueError naming
-    what is accepted otherwise. (The public function inlines the same lookup.)"""
-    call = CALLS.get((variant, launch))
-    if call is None:
-        raise _launch.bad_call(variant, launch, CALLS)
-    return call
 
 
 def _slab(scale_shift_table, timestep, algo: str, path: str) -> torch.Tensor:
@@ -310,12 +294,12 @@ def _launch_python(scale_shift_table, timestep, algo: str, path: str) -> tuple[t
 def ada_values9(
     scale_shift_table: torch.Tensor, timestep: torch.Tensor, variant: str, launch: str
 ) -> torch.Tensor:
-    return _slab(scale_shift_table, timestep, *_resolve(variant, launch))
+    return _slab(scale_shift_table, timestep, *_launch.resolve(CALLS, variant, launch))
 
 
 @ada_values9.register_fake
 def _(scale_shift_table, timestep, variant, launch):
-    _resolve(variant, launch)
+    _launch.resolve(CALLS, variant, launch)
     B, S, D = _validate(scale_shift_table, timestep)
     _record.note_traced("ada_values9", scale_shift_table, timestep)
     return torch.empty((N_VALUES, B, S, D), dtype=torch.bfloat16, device=timestep.device)

@@ -398,39 +398,23 @@ def _launch_python(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, al
         ("MODE", cfg.mode),
         ("PDL", pdl),
     )
-    site = _site(algo, shared, eps) if path == "native" else None
-    if path == "triton":
-        _qknorm_rope_pair_kernel[grid](
-            *tensors, *scalars, **dict(constexprs), num_warps=cfg.num_warps, launch_pdl=pdl
-        )
-    elif site is not None:
-        inputs = tensors[:6] if shared else tensors[:8]
-        site.launch_and_record(
-            _qknorm_rope_pair_kernel,
-            grid,
-            inputs,
-            (q_out, k_out),
-            tensors,
-            scalars,
-            constexprs,
-            cfg.num_warps,
-            launch_pdl=pdl,
-        )
-    else:
-        _launch.launch(
-            _qknorm_rope_pair_kernel, grid, tensors, scalars, constexprs, cfg.num_warps, pdl
-        )
+    _launch.launch_by(
+        path,
+        _qknorm_rope_pair_kernel,
+        grid,
+        tensors,
+        scalars,
+        constexprs,
+        cfg.num_warps,
+        pdl,
+        site=_site(algo, shared, eps) if path == "native" else None,
+        inputs=tensors[:6] if shared else tensors[:8],
+        out=(q_out, k_out),
+    )
     return q_out, k_out
 
 
 # --- the registered op ------------------------------------------------------------------
-
-
-def _pair_call(variant: str, launch: str) -> tuple[str, str]:
-    call = CALLS.get((variant, launch))
-    if call is None:
-        raise _launch.bad_call(variant, launch, CALLS)
-    return call
 
 
 @torch.library.custom_op("ltx2k::qknorm_split_rope_pair", mutates_args=())
@@ -447,13 +431,13 @@ def qknorm_split_rope_pair(
     variant: str,
     launch: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    algo, path = _pair_call(variant, launch)
+    algo, path = _launch.resolve(CALLS, variant, launch)
     return _call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, algo, path)
 
 
 @qknorm_split_rope_pair.register_fake
 def _(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, variant, launch):
-    _pair_call(variant, launch)
+    _launch.resolve(CALLS, variant, launch)
     _validate(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps)
     _record.note_traced("qknorm_rope_pair", q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
     return (

@@ -343,15 +343,6 @@ def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
     return B, S, H, D
 
 
-def _resolve(variant: str, launch: str) -> tuple[str, str]:
-    """(algorithm, launch path) of an accepted ``(variant, launch)``; a ValueError naming
-    what is accepted otherwise. (The public function inlines the same lookup.)"""
-    call = CALLS.get((variant, launch))
-    if call is None:
-        raise _launch.bad_call(variant, launch, CALLS)
-    return call
-
-
 def _call(x, cos, sin, algo: str, path: str) -> torch.Tensor:
     """The registered op's implementation: the public function's launch paths, no routing."""
     if path == "native" and _native.plain3(x, cos, sin):
@@ -375,61 +366,26 @@ def _launch_python(x, cos, sin, algo: str, path: str) -> torch.Tensor:
     pdl = cfg.pdl and _has_pdl(x.device)
     half = D // 2
     grid = (B * S // cfg.block_tokens, cfg.head_blocks)
-    if path != "triton":
-        # H * D: the token stride of a contiguous [B, S, H*D] (see below)
-        scalars = (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3])
-        constexprs = (
-            ("BLOCK_HEADS", cfg.block_heads),
-            ("BLOCK_HALF", triton.next_power_of_2(half)),
-            ("BLOCK_TOKENS", cfg.block_tokens),
-            ("PDL", pdl),
-        )
-        if path == "native":
-            _SITES[algo].launch_and_record(
-                _split_rope_kernel,
-                grid,
-                (x, cos, sin),
-                out,
-                (x, cos, sin, out),
-                scalars,
-                constexprs,
-                cfg.num_warps,
-                launch_pdl=pdl,
-            )
-        else:
-            _launch.launch(
-                _split_rope_kernel,
-                grid,
-                (x, cos, sin, out),
-                scalars,
-                constexprs,
-                cfg.num_warps,
-                launch_pdl=pdl,
-            )
-        return out
-    _split_rope_kernel[grid](
-        x,
-        cos,
-        sin,
-        out,
-        S,
-        H,
-        half,
-        x.shape[
-            2
-        ],  # token stride of a contiguous [B, S, H*D]; x.stride(1) is arbitrary when S == 1
-        cos.stride(0),
-        cos.stride(1),
-        cos.stride(2),
-        sin.stride(0),
-        sin.stride(1),
-        sin.stride(2),
-        BLOCK_HEADS=cfg.block_heads,
-        BLOCK_HALF=triton.next_power_of_2(half),
-        BLOCK_TOKENS=cfg.block_tokens,
-        PDL=pdl,
-        num_warps=cfg.num_warps,
-        launch_pdl=pdl,
+    # H * D: the token stride of a contiguous [B, S, H*D]; x.stride(1) is arbitrary when S == 1
+    scalars = (S, H, half, H * D, *cos.stride()[:3], *sin.stride()[:3])
+    constexprs = (
+        ("BLOCK_HEADS", cfg.block_heads),
+        ("BLOCK_HALF", triton.next_power_of_2(half)),
+        ("BLOCK_TOKENS", cfg.block_tokens),
+        ("PDL", pdl),
+    )
+    _launch.launch_by(
+        path,
+        _split_rope_kernel,
+        grid,
+        (x, cos, sin, out),
+        scalars,
+        constexprs,
+        cfg.num_warps,
+        pdl,
+        site=_SITES[algo] if path == "native" else None,
+        inputs=(x, cos, sin),
+        out=out,
     )
     return out
 
@@ -442,12 +398,12 @@ def _launch_python(x, cos, sin, algo: str, path: str) -> torch.Tensor:
 def split_rope(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, variant: str, launch: str
 ) -> torch.Tensor:
-    return _call(x, cos, sin, *_resolve(variant, launch))
+    return _call(x, cos, sin, *_launch.resolve(CALLS, variant, launch))
 
 
 @split_rope.register_fake
 def _(x, cos, sin, variant, launch):
-    _resolve(variant, launch)
+    _launch.resolve(CALLS, variant, launch)
     _validate(x, cos, sin)
     _record.note_traced("split_rope", x, cos, sin)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -312,38 +312,23 @@ def _launch_python(q, k, q_cos, q_sin, k_cos, k_sin, algo: str, path: str):
         ("MODE", cfg.mode),
         ("PDL", pdl),
     )
-    if path == "triton":
-        _split_rope_pair_kernel[grid](
-            *tensors, *scalars, **dict(constexprs), num_warps=cfg.num_warps, launch_pdl=pdl
-        )
-    elif path == "native":
-        inputs = (q, k, q_cos, q_sin) if shared else (q, k, q_cos, q_sin, k_cos, k_sin)
-        _SITES[algo, shared].launch_and_record(
-            _split_rope_pair_kernel,
-            grid,
-            inputs,
-            (q_out, k_out),
-            tensors,
-            scalars,
-            constexprs,
-            cfg.num_warps,
-            launch_pdl=pdl,
-        )
-    else:
-        _launch.launch(
-            _split_rope_pair_kernel, grid, tensors, scalars, constexprs, cfg.num_warps, pdl
-        )
+    _launch.launch_by(
+        path,
+        _split_rope_pair_kernel,
+        grid,
+        tensors,
+        scalars,
+        constexprs,
+        cfg.num_warps,
+        pdl,
+        site=_SITES[algo, shared] if path == "native" else None,
+        inputs=tensors[:4] if shared else tensors[:6],
+        out=(q_out, k_out),
+    )
     return q_out, k_out
 
 
 # --- the registered op ------------------------------------------------------------------
-
-
-def _pair_call(variant: str, launch: str) -> tuple[str, str]:
-    call = CALLS.get((variant, launch))
-    if call is None:
-        raise _launch.bad_call(variant, launch, CALLS)
-    return call
 
 
 @torch.library.custom_op("ltx2k::split_rope_pair", mutates_args=())
@@ -357,12 +342,12 @@ def split_rope_pair(
     variant: str,
     launch: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _call(q, k, q_cos, q_sin, k_cos, k_sin, *_pair_call(variant, launch))
+    return _call(q, k, q_cos, q_sin, k_cos, k_sin, *_launch.resolve(CALLS, variant, launch))
 
 
 @split_rope_pair.register_fake
 def _(q, k, q_cos, q_sin, k_cos, k_sin, variant, launch):
-    _pair_call(variant, launch)
+    _launch.resolve(CALLS, variant, launch)
     _validate(q, k, q_cos, q_sin, k_cos, k_sin)
     _record.note_traced("split_rope_pair", q, k, q_cos, q_sin, k_cos, k_sin)
     return (
