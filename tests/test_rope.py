@@ -271,18 +271,23 @@ def test_tiled_pdl_is_tiled_with_programmatic_dependent_launch(problem):
     assert rope.ALGORITHMS["tiled_pdl"](*problem, 132) == tiled._replace(pdl=True)
 
 
-def test_tiled_pdl_launches_as_tiled_where_the_device_has_no_pdl(record_launch):
-    """The interpreter (as an A100) runs no griddepcontrol: the same launch as "tiled",
-    with PDL off in the kernel and no launch_pdl option."""
+def test_tiled_pdl_is_tiled_plus_pdl_only_where_the_device_has_it(record_launch):
+    """Where the device has no programmatic dependent launch (the interpreter, an A100),
+    "tiled_pdl" is the same launch as "tiled": PDL off in the kernel, no launch_pdl option.
+    On a Hopper it is that launch with PDL on in both, and nothing else changed."""
+    x, cos, sin = rope_inputs(2, 6, 4, 16, seed=1, exact=True)
+    has_pdl = rope._has_pdl(x.device)
     assert not rope._has_pdl(torch.device("cpu"))
     recorder = record_launch(rope, "_split_rope_kernel")
-    x, cos, sin = rope_inputs(2, 6, 4, 16, seed=1, exact=True)
     for variant in ("tiled", "tiled_pdl"):
         out = rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant=variant, launch="triton")
         assert torch.equal(out, reference.split_rotary_reference(x, cos, sin))
     (grid_a, meta_a), (grid_b, meta_b) = recorder.launches
-    assert grid_a == grid_b and meta_a == meta_b
-    assert meta_b["PDL"] is False and not meta_b.get("launch_pdl", False)
+    assert meta_a["PDL"] is False and not meta_a.get("launch_pdl", False)
+    assert grid_a == grid_b
+    assert meta_b["PDL"] is has_pdl and meta_b.get("launch_pdl", False) is has_pdl
+    unpdl = {k: v for k, v in meta_b.items() if k != "launch_pdl"} | {"PDL": False}
+    assert unpdl == {k: v for k, v in meta_a.items() if k != "launch_pdl"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
