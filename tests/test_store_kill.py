@@ -287,3 +287,78 @@ def test_sigterm_during_git_cleans_up(world: World):
         assert world.checkouts() == [] and world.tmp_files() == []
         for p in world.dest.rglob("*.json"):
             assert isinstance(json.loads(p.read_text()), dict), p
+
+
+# --- a signal at the edges of the checkout's life, in this process ----------------------
+
+
+def _signal_self():
+    """A SIGTERM to this process, delivered to Python before this returns (the handler
+    runs between bytecodes, so give it the chance)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):
+        time.sleep(0)
+
+
+def _signal_self_before(fn):
+    def wrapped(*args, **kwargs):
+        _signal_self()
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _signal_self_after(fn):
+    def wrapped(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        _signal_self()
+        return result
+
+    return wrapped
+
+
+@pytest.fixture
+def sigterm_default():
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        pytest.skip("SIGTERM already has a handler in this process")
+
+
+@pytest.mark.parametrize("edge", ["mkdtemp", "rmtree"])
+def test_sigterm_at_the_checkouts_creation_or_removal_leaves_no_checkout(
+    edge, tmp_path, monkeypatch, sigterm_default
+):
+    """A SIGTERM just after the checkout directory is made (before the code that removes it
+    is armed), or just as its removal starts, still ends with the directory gone and exit
+    status 143: the signal waits for the creation or the removal to finish."""
+    real_mkdtemp = store.tempfile.mkdtemp
+
+    def mkdtemp(prefix):
+        return real_mkdtemp(prefix=prefix, dir=tmp_path)
+
+    if edge == "mkdtemp":
+        monkeypatch.setattr(store.tempfile, "mkdtemp", _signal_self_after(mkdtemp))
+    else:
+        monkeypatch.setattr(store.tempfile, "mkdtemp", mkdtemp)
+        monkeypatch.setattr(store.shutil, "rmtree", _signal_self_before(store.shutil.rmtree))
+    with pytest.raises(SystemExit) as exc, store._temp_checkout(store._Log(None)) as tmp:
+        assert (tmp / store.OWNER_FILE).is_file()
+        time.sleep(0.01)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert list(tmp_path.glob(f"{store.CHECKOUT_PREFIX}*")) == []
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_signals_deferred_acts_once_at_the_blocks_end(sigterm_default):
+    ran = []
+    with pytest.raises(SystemExit) as exc, store.exit_on_signals():
+        with store.signals_deferred():
+            _signal_self()
+            ran.append("after the signal")
+            with store.signals_deferred():  # nested: still waits for the outer end
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.01)
+            ran.append("after the inner block")
+        ran.append("never")
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert ran == ["after the signal", "after the inner block"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -129,23 +129,37 @@ class _Terminated(SystemExit):
     """Raised by the signal handler so that ``finally`` blocks run."""
 
 
+class _SignalState:
+    """The main thread's handling of SIGTERM/SIGHUP (signal handlers run only there)."""
+
+    fired: int | None = None  # the signal being acted on: later ones are ignored
+    held = 0  # depth of signals_deferred blocks
+    pending: int | None = None  # a signal that arrived inside one
+
+
+_SIGNALS = _SignalState()
+
+
 @contextlib.contextmanager
 def exit_on_signals() -> Iterator[None]:
     """SIGTERM/SIGHUP raise (exit status 128 + signal) instead of ending the process at once.
 
     Python's default for them runs no ``finally``; SIGINT already raises
     KeyboardInterrupt. Handlers a caller installed are left alone, and only the
-    main thread can install one.
+    main thread can install one. Inside :func:`signals_deferred` the raise waits for
+    the block's end.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = []
 
     def handler(signum, frame):
-        if fired:
+        if _SIGNALS.fired is not None:
             return  # already on the way out; a second signal must not cut the clean-up
-        fired.append(signum)
+        if _SIGNALS.held:
+            _SIGNALS.pending = _SIGNALS.pending or signum
+            return
+        _SIGNALS.fired = signum
         raise _Terminated(128 + signum)
 
     previous = {}
@@ -157,6 +171,29 @@ def exit_on_signals() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        if previous:
+            _SIGNALS.fired = _SIGNALS.pending = None
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Under :func:`exit_on_signals`, a SIGTERM/SIGHUP that arrives inside this block is
+    acted on when the block ends, not in the middle of it: for a clean-up that must not
+    stop half-way (an ``rmtree``, a swap of two directories) and for creating what a
+    ``finally`` removes (a signal between ``mkdtemp`` returning and its ``try`` would leak
+    the directory)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _SIGNALS.held += 1
+    try:
+        yield
+    finally:
+        _SIGNALS.held -= 1
+        if not _SIGNALS.held and _SIGNALS.pending is not None and _SIGNALS.fired is None:
+            signum = _SIGNALS.fired = _SIGNALS.pending
+            _SIGNALS.pending = None
+            raise _Terminated(128 + signum)
 
 
 @contextlib.contextmanager
@@ -164,12 +201,16 @@ def _temp_checkout(log: _Log) -> Iterator[Path]:
     """A private temporary directory for git, gone however the run ends but SIGKILL."""
     sweep_checkouts(log=log.stream)
     with exit_on_signals():
-        tmp = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+        tmp = None
         try:
-            (tmp / OWNER_FILE).write_text(store_kills.this_process())
+            with signals_deferred():
+                tmp = Path(tempfile.mkdtemp(prefix=CHECKOUT_PREFIX))
+                (tmp / OWNER_FILE).write_text(store_kills.this_process())
             yield tmp
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                with signals_deferred():
+                    shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- push ------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 from ltx2k.analysis.model import Report
 from ltx2k.history.jsonfile import is_regular, parse_json
 from ltx2k.history.records import QUIET_KINDS, Problem, load_results
-from ltx2k.history.store import exit_on_signals
+from ltx2k.history.store import exit_on_signals, signals_deferred
 from ltx2k.history.window import DRAWN, Window
 from ltx2k.report import asv_site, page, staging
 from ltx2k.runner import asv_compat
@@ -131,10 +131,11 @@ def publish(
                 internal,
             )
         finally:
-            old = work / _OLD
-            if old.is_dir() and not os.path.lexists(html):
-                os.rename(old, html)  # the fallback swap failed half-way: keep the old site
-            shutil.rmtree(work, ignore_errors=True)
+            with signals_deferred():  # a signal here must not leave the swap half-done
+                old = work / _OLD
+                if old.is_dir() and not os.path.lexists(html):
+                    os.rename(old, html)  # the fallback swap failed half-way: keep the old site
+                shutil.rmtree(work, ignore_errors=True)
     _log_problems(problems, log)
     return PublishResult(
         html_dir=html,
