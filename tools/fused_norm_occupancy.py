@@ -1,8 +1,10 @@
 """The fused attention prologue at a hidden size of 4096: where its time goes, and tiles that
 keep more bytes in flight, under the suite's cold-L2 clock, side by side in one process.
 
-Usage: python tools/fused_norm_occupancy.py OUT.json (docs/kernels/attention_prologue.md,
-"Offsets and occupancy").
+Usage: python tools/fused_norm_occupancy.py [--product] OUT.json
+(docs/kernels/attention_prologue.md, "Offsets and occupancy"). ``--product`` times only the
+product's two designs (``tiled_pdl``, ``row``) and the pair without the norm: the
+comparison to repeat on a GPU after a change to the product's kernel.
 
 Why: at B1_S6144_H32_D128 the fused kernel ran at 82.6% of copy bandwidth where the pair,
 moving the same bytes without the norm, ran at 98.6% (H200, 2026-12-05). ptxas gives the
@@ -22,6 +24,7 @@ is not is reported and left out.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import sys
@@ -229,7 +232,7 @@ def product_name(maxnreg, warps):
     return " ".join(["product", *filter(None, parts)]) if any(parts) else "product direct"
 
 
-def candidates():
+def candidates(product_only: bool = False):
     fused = qknorm_rope.ltx2_qknorm_split_rope_pair
     pair = rope_pair.apply_ltx2_split_rotary_emb_pair
     out = {
@@ -240,6 +243,8 @@ def candidates():
             q, k, qc, qs, kc, ks
         ),
     }
+    if product_only:
+        return out
     for w in (2, 4, 8, 16):
         out[f"token w{w}"] = candidate(f"token w{w}", "token", w)
     out["token k-after-q w8"] = candidate("token k-after-q w8", "token", 8, True)
@@ -315,13 +320,13 @@ def timed(cands, shape):
     return rope_launch_floor.timed(cands, dict.fromkeys(cands, make_sets), nbytes)
 
 
-def main(out_path):
+def main(out_path, product_only: bool = False):
     copy_bw = bandwidth.copy_bandwidth(True)
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
     rows = {}
     for shape in SHAPES:
         print(f"{shape.label}", flush=True)
-        kept = gate(candidates(), shape)
+        kept = gate(candidates(product_only), shape)
         us = timed(kept, shape)
         nbytes = cases.qknorm_pair_bytes(shape)
         base = us["product tiled_pdl"]
@@ -352,4 +357,10 @@ def main(out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "fused_norm_occupancy.json"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", default="fused_norm_occupancy.json", help="JSON out")
+    parser.add_argument(
+        "--product", action="store_true", help="only the product's designs and the pair"
+    )
+    args = parser.parse_args()
+    sys.exit(main(args.out, args.product))
