@@ -34,7 +34,7 @@ def calls(monkeypatch):
         seen["publish"] = (Path(results_dir), Path(html_dir), kw)
         return publish.PublishResult(Path(html_dir), Path(html_dir) / "summary.html")
 
-    def fake_latest(results_dir, *, repo=None, loaded=None):
+    def fake_latest(results_dir, *, repo=None, loaded=None, branch=None):
         seen["latest"] = (Path(results_dir), repo)
         assert loaded is not None  # the results are read once, by publish_dashboard
         return "latest-report"

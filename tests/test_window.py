@@ -152,10 +152,10 @@ def test_window_arguments(kwargs, match):
 def test_env_window_counts_only_that_environment(hist):
     records, _ = load_results(hist.results_dir)
     env = records[0].env
-    chosen = Window(hist.commits[N - 1], last=2, env="another-env")(
-        {(r.machine, r.commit): (r.date, frozenset({r.env})) for r in records}
-    )
-    assert chosen == set()
+    with pytest.raises(ValueError, match="--env 'another-env': no results in that environment"):
+        Window(hist.commits[N - 1], last=2, env="another-env")(
+            {(r.machine, r.commit): (r.date, frozenset({r.env})) for r in records}
+        )
     chosen = Window(hist.commits[N - 1], last=2, env=env)(
         {(r.machine, r.commit): (r.date, frozenset({r.env})) for r in records}
     )

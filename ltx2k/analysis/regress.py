@@ -240,7 +240,23 @@ def compare(
         thresholds = Thresholds.load(thresholds)
     problems = tuple(problems)
 
-    records = [r for r in records if env is None or r.env == env]
+    env_notes = []
+    if env is not None:
+        # --env picks among the environments of the machines that ran it; a machine
+        # that never did is judged on its own (one runner's env name says nothing of
+        # another's), and the report says so.
+        records = list(records)
+        ran = {r.machine for r in records if r.env == env}
+        if records and not ran:
+            held = sorted({r.env for r in records})
+            raise ValueError(
+                f"--env {env!r}: no results in that environment; the results hold {held}"
+            )
+        others = sorted({r.machine for r in records} - ran)
+        records = [r for r in records if r.machine not in ran or r.env == env]
+        for m in others:
+            envs = ", ".join(sorted({repr(r.env) for r in records if r.machine == m}))
+            env_notes.append((m, f"{m}: no results in environment {env!r}; judged in {envs}."))
     index = hseries.index_records(records)
     dates = {r.commit: r.date for r in records}
     head_sha, _ = git_commits.resolve(head, dates, repo, "--head")
@@ -269,6 +285,16 @@ def compare(
         base = Baseline("last-n", str(last), tuple(reversed(union)), by_machine)
         rows = _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent)
     notes = _notes(index, head_label, head_sha, base, columns, rows, set(all_machines))
+    notes += [note for m, note in env_notes if m in columns]
+    if baseline is None and repo is None:
+        window = {c for cs in by_machine.values() for c in cs} | ({head_sha} if head_sha else set())
+        n_tied = len(window) - len({dates[c] for c in window if c in dates})
+        notes.append(
+            "Commits ordered by the dates asv stores (author dates; pass --repo PATH for "
+            "git's order): a rebase-merged or cherry-picked commit keeps an older date and "
+            "is placed before commits it follows"
+            + (f"; {n_tied} commit(s) of this window share a date with another." if n_tied else ".")
+        )
     if baseline is None and repo is None and head_sha in dates:
         tied = sum(1 for c, d in dates.items() if d == dates[head_sha] and c != head_sha)
         if tied:

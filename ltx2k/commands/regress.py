@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ltx2k.commands.common import check_results_dir, fail, internal_error, usage_error_exits_1
@@ -21,7 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "size beyond the benchmark's threshold ratio.",
         epilog="exit status:\n"
         "  0  no regression\n"
-        "  1  error (bad arguments, unreadable thresholds file)\n"
+        "  1  error (bad arguments, unreadable thresholds file, an output that cannot\n"
+        "     be written: the other outputs still are)\n"
         "  2  at least one regression on at least one machine\n"
         "  3  not enough data: nothing comparable (head or history missing on every\n"
         "     machine), or a machine named with --machine had nothing comparable\n"
@@ -67,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k.report.markdown import render_markdown, summary_line
 
     check_results_dir(args.results)
+    if (
+        args.json
+        and args.markdown
+        and os.path.realpath(args.json) == os.path.realpath(args.markdown)
+    ):
+        return fail(
+            f"--json and --markdown name the same file {args.json!r}; one would overwrite the other"
+        )
     report = regress.triage(
         args.results,
         args.head,
@@ -85,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         ("--markdown", args.markdown, lambda: render_markdown(report)),
     )
     incomplete = False
+    unwritten = []  # outputs that could not be written: named, and the others still are
     markdown = None
     for flag, path, render in outputs:
         if not path and flag != "--markdown":
@@ -102,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(text)
             except OSError as e:
-                return fail(f"{flag} {path!r}: cannot write: {e.strerror or e}")
+                print(
+                    f"ltx2k: error: {flag} {path!r}: cannot write: {e.strerror or e}",
+                    file=sys.stderr,
+                )
+                unwritten.append(flag)
     if not args.markdown and markdown is not None:
         print(markdown)
     try:
@@ -113,6 +128,13 @@ def run(args: argparse.Namespace) -> int:
         line = f"status {report.status}"
     print(f"ltx2k regress: {line}", file=sys.stderr)
     code = report.exit_code
+    if unwritten:  # an output path that cannot be written is a bad argument
+        print(
+            f"ltx2k regress: {' and '.join(unwritten)} not written (exit 1); the report's "
+            "other outputs were",
+            file=sys.stderr,
+        )
+        return 1
     if incomplete and code != EXIT_REGRESSION:
         print(
             f"ltx2k regress: the report is incomplete (exit {EXIT_INCOMPLETE}); "

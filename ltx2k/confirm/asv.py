@@ -76,7 +76,7 @@ def private_config(config, work) -> Path:
             f"--config {os.fspath(config)!r} does not exist (run from the repo root)"
         )
     root = src.resolve().parent
-    conf = asv_compat.load_json(src, js_comments=True)
+    conf = asv_compat.load_conf(src)
     for key in ("repo", "benchmark_dir", "env_dir", "html_dir"):
         value = conf.get(key)
         if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
@@ -106,7 +106,7 @@ def config_repo(config: Path) -> Path:
     """The git repository the config's ``repo`` names (its own folder for a remote one)."""
     from ltx2k.runner import asv_compat
 
-    conf = asv_compat.load_json(config, js_comments=True)
+    conf = asv_compat.load_conf(config)
     repo = conf.get("repo", ".")
     if not isinstance(repo, str) or "://" in repo or repo.startswith("git@"):
         return config.resolve().parent
@@ -116,7 +116,7 @@ def config_repo(config: Path) -> Path:
 def results_dir(config: Path) -> Path:
     from ltx2k.runner import asv_compat
 
-    conf = asv_compat.load_json(config, js_comments=True)
+    conf = asv_compat.load_conf(config)
     return (Path(config).resolve().parent / conf.get("results_dir", "results")).resolve()
 
 

@@ -46,7 +46,15 @@ from ltx2k.confirm.asv import (
     stream,
 )
 from ltx2k.confirm.report import Outcome, format_line
-from ltx2k.confirm.targets import Plan, Target, explicit_target, plan, read_report, subject
+from ltx2k.confirm.targets import (
+    Plan,
+    Target,
+    explicit_target,
+    plan,
+    read_report,
+    report_machines,
+    subject,
+)
 from ltx2k.confirm.verdict import (
     CellResult,
     higher_is_better,
@@ -54,6 +62,7 @@ from ltx2k.confirm.verdict import (
     threshold_of,
     with_process_values,
 )
+from ltx2k.history import names
 
 if TYPE_CHECKING:
     from ltx2k.analysis.thresholds import Thresholds
@@ -178,7 +187,11 @@ def _prepare(conf_src: Path, work, machine: str, setup: Callable[[], None] | Non
     conf = private_config(conf_src, work)
     # A clean slate: the verdict must read what this run measured, never a value
     # left by an earlier, interrupted one.
-    shutil.rmtree(results_dir(conf) / machine, ignore_errors=True)
+    results = results_dir(conf).resolve()
+    mine = (results / machine).resolve()
+    if mine.parent != results:  # a name that is a path: never empty anything outside
+        raise ValueError(f"machine {machine!r} is not a machine directory name")
+    shutil.rmtree(mine, ignore_errors=True)
     if setup is not None:
         setup()
     return conf
@@ -344,6 +357,12 @@ def run(
             f"--config {os.fspath(config)!r} does not exist (run from the repo root)"
         )
 
+    if machine_name is not None:
+        # The name becomes a folder under the results that confirm empties first: a path
+        # ("../x", "/x") must never reach that rmtree.
+        why = names.file_name(machine_name, "--machine")
+        if why:
+            raise ValueError(f"{why} (a machine name, not a path)")
     info = machine.identify()
     on_gpu = info.get("gpu_count", "0") != "0"
     if machine_name:
@@ -353,6 +372,12 @@ def run(
     notes: list[str] = []
     if report is not None:
         targets, skipped = read_report(report, name)
+        known = report_machines(report)
+        if machine_name is not None and known is not None and name not in known:
+            raise ValueError(
+                f"--machine {name!r} is not a machine of --report {os.fspath(report)} "
+                f"(it has: {', '.join(sorted(known)) or 'none'})"
+            )
         notes += [f"{s.label}: {s.why}; not checked" for s in skipped]
         source = {"report": os.fspath(report)}
         if not targets:

@@ -81,6 +81,20 @@ class Skipped:
 # --- from a report or the command line -------------------------------------------------------
 
 
+def report_machines(path) -> set[str] | None:
+    """The machines a ``ltx2k regress --json`` report judged; None where it does not say
+    (:func:`read_report` names what is wrong with the file)."""
+    try:
+        with open(os.fspath(path), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    machines = data.get("machines") if isinstance(data, dict) else None
+    if not isinstance(machines, list) or not all(isinstance(m, str) for m in machines):
+        return None
+    return set(machines)
+
+
 def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
     """The flagged regression cells of *machine* that carry a step, and those skipped."""
     p = os.fspath(path)

@@ -70,3 +70,27 @@ def mainline(head: str, repo, dates: Mapping[str, int]) -> list[str]:
         return [head]
     before = sorted((c for c in dates if dates[c] < dates[head]), key=lambda c: (dates[c], c))
     return before + [head]
+
+
+def newest(
+    dates: Mapping[str, int], repo=None, branch: str | None = None
+) -> tuple[str | None, bool]:
+    """(the commit a dashboard judges and draws up to, whether git orders its history).
+
+    With *repo*: the newest commit of *branch*'s first-parent history (default ``HEAD``)
+    that *dates* holds, as ``asv publish`` walks that branch. Not the newest stored date:
+    asv stores a commit's author date, and a rebase-merged or cherry-picked commit keeps
+    its older one, so the branch tip can be dated before commits it follows. Where the
+    branch has none of them (or git does not answer): the newest by date, ordered by git
+    if git knows it, else by date (``False``). None for no commits.
+    """
+    if not dates:
+        return None, False
+    if repo is not None:
+        out = git(repo, "rev-list", "--first-parent", branch or "HEAD")
+        for sha in (out or "").split():
+            if sha in dates:
+                return sha, True
+    head = max(dates, key=lambda c: (dates[c], c))
+    known = repo is not None and git(repo, "rev-parse", "--verify", "--quiet", f"{head}^{{commit}}")
+    return head, bool(known)

@@ -60,13 +60,22 @@ def read_asv_file(path: Path, what: str, version: int) -> dict:
     return data
 
 
-def peek(path: Path) -> tuple[str, int, str] | None:
-    """(commit, date, env name) of a result file, or None where any of them is unusable."""
+def peek(path: Path, machine: str | None = None) -> tuple[str, int, str] | None:
+    """(commit, date, env name) of a result file, or None where any of them is unusable
+    or the file cannot give results: another format version, no benchmark results (a run
+    killed before its first benchmark finished), or measured on another *machine* than
+    the directory it sits in. A window counts a commit as measured only by files that
+    load, as the full load counts them."""
     try:
         data = parse_json(_read_bytes(path).decode("utf-8"))
     except Exception:  # any reason: the full load reports it
         return None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or data.get("version") != RESULTS_API_VERSION:
+        return None
+    results, params = data.get("results"), data.get("params")
+    if not isinstance(results, dict) or not results:
+        return None
+    if machine is not None and (not isinstance(params, dict) or params.get("machine") != machine):
         return None
     commit, date, env = data.get("commit_hash"), data.get("date"), data.get("env_name")
     if not isinstance(commit, str) or not fields.COMMIT_HASH.fullmatch(commit):

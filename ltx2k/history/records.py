@@ -104,7 +104,8 @@ class Problem:
     ``"bad-machine-json"``, ``"machine-mismatch"`` (a file filed under another
     machine's directory), ``"empty-machine"`` (a machine directory with no
     result files), ``"no-usable-results"`` (a machine whose every file is
-    broken), ``"missing-benchmarks-json"``, ``"unknown-benchmark"`` (a result
+    broken), ``"no-results"`` (a result file of a run stopped before its first
+    benchmark finished), ``"missing-benchmarks-json"``, ``"unknown-benchmark"`` (a result
     for a benchmark benchmarks.json does not describe), ``"failed"``,
     ``"timeout"`` and ``"skipped"`` (benchmarks without a value).
     """
@@ -177,7 +178,9 @@ def load_results(
         machine_dirs.append(machine_dir)
     keep = None
     if select is not None:
-        peeked = {d.name: {p: jsonfile.peek(p) for p in _result_files(d)} for d in machine_dirs}
+        peeked = {
+            d.name: {p: jsonfile.peek(p, d.name) for p in _result_files(d)} for d in machine_dirs
+        }
         index: dict[tuple[str, str], tuple[int, frozenset]] = {}
         for machine, files in peeked.items():
             for head in files.values():
@@ -369,6 +372,17 @@ def _load_machine(
         why = fields.bad_file_fields(res)
         if why:
             problems.append(Problem(str(path), name, "bad-value", f"Result file {path}: {why}."))
+            continue
+        if not res.get_all_result_keys():
+            problems.append(
+                Problem(
+                    str(path),
+                    name,
+                    "no-results",
+                    f"Result file {path} holds no benchmark results: its run stopped before "
+                    "the first benchmark finished; its commit counts as not measured.",
+                )
+            )
             continue
         usable += 1
         gpus = fields.gpu_uuids(data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ltx2k.history import store_kills
@@ -18,6 +18,7 @@ from ltx2k.history.jsonfile import BENCHMARKS_API_VERSION, is_regular
 
 STORE_ROOT = "results"  # folder inside the branch, so `asv publish` can point at it
 BENCHMARKS_JSON = "benchmarks.json"
+MACHINE_JSON = "machine.json"
 
 # results/<machine>/.runner names the runner that first pushed that machine (not
 # .json, so neither asv nor the loader reads it). Another runner replacing one
@@ -161,7 +162,7 @@ def apply(work: Path, files, bench: dict | None) -> list[str]:
         rel = f"{STORE_ROOT}/{BENCHMARKS_JSON}"
         dst = work / rel
         current = _read_json_object(dst) if dst.exists() else None
-        merged = merge_benchmarks(current, bench)
+        merged = merge_benchmarks(current, bench, lambda: newest_versions(work / STORE_ROOT))
         if current is None or merge_benchmarks(None, current) != merged:
             dst.parent.mkdir(parents=True, exist_ok=True)
             _write_benchmarks(dst, merged)
@@ -181,6 +182,7 @@ def assemble(
     describes them.
     """
     written, kept, unchanged = [], [], 0
+    bench_src = None
     regular, refused = _store_files(src_root)
     for rel in refused:
         log(
@@ -193,15 +195,7 @@ def assemble(
             continue  # the store's own bookkeeping, not a result
         dst = dest / rel
         if rel.as_posix() == BENCHMARKS_JSON:
-            local = _read_json_object(dst) if dst.exists() else None
-            merged = merge_benchmarks(local, _read_json_object(src))
-            if local is not None and merge_benchmarks(None, local) == merged:
-                unchanged += 1
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            _write_benchmarks(dst, merged, atomic=True)
-            written.append(rel.as_posix())
-            store_kills.pause_point("written")
+            bench_src = src  # merged after the results are in: their dates decide it
             continue
         data = src.read_bytes()
         if dst.exists():
@@ -217,23 +211,77 @@ def assemble(
         store_kills.atomic_write(dst, data)
         written.append(rel.as_posix())
         store_kills.pause_point("written")
+    if bench_src is not None:
+        dst = dest / BENCHMARKS_JSON
+        local = _read_json_object(dst) if dst.exists() else None
+        merged = merge_benchmarks(
+            local, _read_json_object(bench_src), lambda: newest_versions(dest)
+        )
+        if local is not None and merge_benchmarks(None, local) == merged:
+            unchanged += 1
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            _write_benchmarks(dst, merged, atomic=True)
+            written.append(BENCHMARKS_JSON)
+            store_kills.pause_point("written")
     return written, kept, unchanged, refused
 
 
 # --- files ----------------------------------------------------------------------------------
 
 
-def merge_benchmarks(base: dict | None, incoming: dict | None) -> dict:
-    """Union of two asv benchmarks.json mappings; *incoming* wins on a shared name.
+def merge_benchmarks(
+    base: dict | None, incoming: dict | None, newest: Callable[[], Mapping] | None = None
+) -> dict:
+    """Union of two asv benchmarks.json mappings; names only one side knows are kept, so
+    runners on different suite revisions never erase each other's benchmarks.
 
-    The newest writer's description of a benchmark is the one asv should use
-    (its version hash decides which results ``asv publish`` shows); names
-    only the other side knows are kept, so runners on different suite
-    revisions never erase each other's benchmarks.
+    On a shared name the description's version hash decides which results ``asv
+    publish`` shows, so it must be the version of the newest results, not of the last
+    writer: a runner that lags behind (benchmarking older commits) must not hide the
+    others' newer results. Where the two versions differ, *newest* (called once, only
+    then) gives each benchmark's version at its newest-dated result
+    (:func:`newest_versions`), and the side with that version wins; without it, or
+    where neither has it, *incoming* wins.
     """
     out = {k: v for k, v in (base or {}).items() if k != "version"}
-    out.update({k: v for k, v in (incoming or {}).items() if k != "version"})
+    versions = None
+    for name, desc in (incoming or {}).items():
+        if name == "version":
+            continue
+        old = out.get(name)
+        if newest is not None and _version(old) not in (None, _version(desc)):
+            if versions is None:
+                versions = newest()
+            if versions.get(name) == _version(old):
+                continue
+        out[name] = desc
     return out
+
+
+def _version(desc) -> str | None:
+    return desc.get("version") if isinstance(desc, dict) else None
+
+
+def newest_versions(root: Path) -> dict[str, str]:
+    """benchmark -> the version hash of its newest-dated result under *root* (a results
+    folder: ``<machine>/<result>.json``); unreadable files are passed over."""
+    best: dict[str, tuple[int, str]] = {}
+    for path in root.glob("*/*.json"):
+        if path.name == MACHINE_JSON:
+            continue
+        data = _read_json_object(path)
+        if data is None:
+            continue
+        date, columns, results = data.get("date"), data.get("result_columns"), data.get("results")
+        if not isinstance(date, int) or not isinstance(columns, list) or "version" not in columns:
+            continue
+        at = columns.index("version")
+        for name, row in (results if isinstance(results, dict) else {}).items():
+            version = row[at] if isinstance(row, list) and len(row) > at else None
+            if isinstance(version, str) and (name not in best or date > best[name][0]):
+                best[name] = (date, version)
+    return {name: version for name, (_, version) in best.items()}
 
 
 def _store_files(src_root: Path) -> tuple[list[Path], list[str]]:

@@ -385,7 +385,10 @@ def resolve(
     """(algorithm, launch path) of a ``(variant, launch)`` that *table* accepts; the
     :func:`bad_call` ValueError otherwise. (Public functions inline the same lookup: it is
     their hot path.)"""
-    call = table.get((variant, launch))
+    try:  # inline: this is the hot path (a try costs nothing until it raises)
+        call = table.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: named below
+        call = None
     if call is None:
         raise bad_call(variant, launch, table)
     return call

@@ -423,7 +423,10 @@ def ltx2_ada_values9(
         A tuple of 9 contiguous ``[B, S, D]`` bf16 tensors.
     """
     _checks.record_call("ada_values9", scale_shift_table, timestep)
-    call = CALLS.get((variant, launch))  # inline: this is the hot path
+    try:  # inline: this is the hot path (a try costs nothing until it raises)
+        call = CALLS.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: named below
+        call = None
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
     algo, path = call

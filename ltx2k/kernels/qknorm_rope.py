@@ -296,7 +296,10 @@ def ltx2_qknorm_split_rope_pair(
         ``(q_out, k_out)``, new bf16 tensors shaped as q and k.
     """
     _checks.record_call("qknorm_rope_pair", q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
-    sites = _NATIVE.get((variant, launch, eps)) if type(eps) is float else None
+    try:
+        sites = _NATIVE.get((variant, launch, eps)) if type(eps) is float else None
+    except TypeError:  # an unhashable variant or launch: bad_call names it below
+        sites = None
     if sites is not None and not torch.compiler.is_compiling():
         # The hot path of a decode step: one dict lookup, inline checks, one C call. (An int
         # eps equal to a float one finds its memos: the type check sends it the long way.)
@@ -319,7 +322,10 @@ def ltx2_qknorm_split_rope_pair(
             out = sites[0].call(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin)
             if out is not None:
                 return out
-    call = CALLS.get((variant, launch))
+    try:  # inline: this is the hot path (a try costs nothing until it raises)
+        call = CALLS.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: named below
+        call = None
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
     algo, path = call

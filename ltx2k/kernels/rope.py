@@ -610,7 +610,10 @@ def apply_ltx2_split_rotary_emb(
         A new ``[B, S, H*D]`` bf16 tensor.
     """
     _checks.record_call("split_rope", x, cos, sin)
-    call = CALLS.get((variant, launch))  # inline: this is the hot path
+    try:  # inline: this is the hot path (a try costs nothing until it raises)
+        call = CALLS.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: named below
+        call = None
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
     algo, path = call

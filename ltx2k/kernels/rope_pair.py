@@ -235,7 +235,10 @@ def apply_ltx2_split_rotary_emb_pair(
         ``(q_out, k_out)``, new tensors shaped as q and k.
     """
     _checks.record_call("split_rope_pair", q, k, q_cos, q_sin, k_cos, k_sin)
-    sites = _NATIVE.get((variant, launch))
+    try:
+        sites = _NATIVE.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: bad_call names it below
+        sites = None
     if sites is not None and not torch.compiler.is_compiling():
         # The hot path of a decode step: one dict lookup, inline checks, one C call.
         P = _PLAIN_TYPES
@@ -255,7 +258,10 @@ def apply_ltx2_split_rotary_emb_pair(
             out = sites[0].call(q, k, q_cos, q_sin, k_cos, k_sin)
             if out is not None:
                 return out
-    call = CALLS.get((variant, launch))
+    try:  # inline: this is the hot path (a try costs nothing until it raises)
+        call = CALLS.get((variant, launch))
+    except TypeError:  # an unhashable variant or launch: named below
+        call = None
     if call is None:
         raise _launch.bad_call(variant, launch, CALLS)
     algo, path = call

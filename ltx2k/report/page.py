@@ -413,8 +413,12 @@ def build_summary(
     results_dir: str | Path | None = None,
     results_label: str = "results",
     failed: list[tuple[str, BaseException]] | None = None,
+    order: Sequence[str] | None = None,
 ) -> Path:
     """Draw every figure into ``html_dir/summary/`` and write ``html_dir/summary.html``.
+
+    ``order``: git's history of the commits, oldest first, where known; the figures
+    place commits by it (:func:`ltx2k.report.plots.data.commit_order`), else by date.
 
     ``results_dir`` (with ``results_label``, how the page names it) lets each
     value name its result file and the GPU identity ltx2k run or shard-run wrote there.
@@ -445,7 +449,7 @@ def build_summary(
             add(
                 "history",
                 lambda k=k, metric=metric: plots.history(
-                    records, k, metric=metric, report=report, last=last
+                    records, k, metric=metric, report=report, last=last, order=order
                 ),
                 f"history_{k}_{metric}.png",
                 f"{k} {plots.METRIC_TITLES[metric]} history",
@@ -457,24 +461,29 @@ def build_summary(
             name = f"speedup_{k}{own}.png"
             add(
                 "speedup",
-                lambda k=k, over=over: plots.speedup(records, k, over=over),
+                lambda k=k, over=over: plots.speedup(records, k, over=over, order=order),
                 name,
                 f"{k} speedup over {over} ({what})",
             )
         add(
             "bandwidth",
-            lambda k=k: plots.copy_bandwidth(records, k),
+            lambda k=k: plots.copy_bandwidth(records, k, order=order),
             f"bandwidth_{k}.png",
             f"{k} % of copy bandwidth",
         )
         add(
-            "roofline", lambda k=k: plots.roofline(records, k), f"roofline_{k}.png", f"{k} roofline"
+            "roofline",
+            lambda k=k: plots.roofline(records, k, order=order),
+            f"roofline_{k}.png",
+            f"{k} roofline",
         )
         variant = firstscreen.default_variant(k)
         if variant is not None:
             add(
                 "cross_gpu",
-                lambda k=k, variant=variant: plots.cross_gpu(records, k, variant, last=last),
+                lambda k=k, variant=variant: plots.cross_gpu(
+                    records, k, variant, last=last, order=order
+                ),
                 f"cross_gpu_{k}.png",
                 f"{k} {variant} on every GPU, as % of its copy bandwidth",
             )

@@ -12,6 +12,7 @@ in at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -23,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ltx2k.analysis.model import Report
+from ltx2k.history import commits as git_commits
 from ltx2k.history.jsonfile import is_regular, parse_json
 from ltx2k.history.records import QUIET_KINDS, Problem, load_results
 from ltx2k.history.store import exit_on_signals, signals_deferred
 from ltx2k.history.window import DRAWN, Window
 from ltx2k.report import asv_site, page, staging
+from ltx2k.report.plots.data import commit_rank
 from ltx2k.runner import asv_compat
 
 FAILED_SUFFIX = ".failed"  # html.failed/: the build of a publish whose asv step failed
@@ -103,11 +106,18 @@ def publish(
         raise ValueError(f"asv_timeout must be a positive, finite number, got {asv_timeout!r}")
     report = _load_report(regress_json)
     html = Path(html_dir).resolve()
+    check_site_dir(html, results, conf_path.parent)
 
     # *loaded*: load_results(results_dir) already done by the caller (publish_dashboard),
     # so a large history is read once, not once per step.
-    records, problems = loaded if loaded is not None else load_drawn(results, last, repo)
+    _, _, conf_repo = conf_dirs(conf_path)
+    repo_dir = Path(repo).resolve() if repo else conf_repo
+    branch = conf_branch(conf_path)
+    records, problems = (
+        loaded if loaded is not None else load_drawn(results, last, repo_dir, branch)
+    )
     problems = list(problems)
+    order = drawn_order(records, repo_dir, branch)
     html.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(html)
     # Everything is built next to html/ and swapped in at the end, so a publish
@@ -129,6 +139,7 @@ def publish(
                 last,
                 asv_timeout,
                 internal,
+                order,
             )
         finally:
             with signals_deferred():  # a signal here must not leave the swap half-done
@@ -147,15 +158,44 @@ def publish(
     )
 
 
+# What a folder publish made holds; it replaces only such a folder (or an empty one).
+SITE_FILES = ("index.html", "summary.html")
+
+
+def check_site_dir(html: Path, results: Path, conf_dir: Path) -> None:
+    """ValueError unless *html* is a path publish may replace whole: a new path, an empty
+    folder, or a dashboard (a folder holding ``index.html`` or ``summary.html``), and
+    neither the results folder, nor asv.conf.json's folder, nor a folder above them."""
+    where = f"html_dir={str(html)!r}"
+    for what, path in (("the results folder", results), ("asv.conf.json's folder", conf_dir)):
+        if html == path or html in path.parents:
+            raise ValueError(
+                f"{where} is or holds {what} {str(path)!r}; publish replaces the dashboard "
+                "folder whole, so name a folder of its own (asv.conf.json's html_dir)"
+            )
+    if not os.path.lexists(html):
+        return
+    if not html.is_dir():
+        raise ValueError(
+            f"{where} exists and is not a folder; publish replaces the dashboard folder "
+            "whole, so it must be a new path, an empty folder or an earlier dashboard"
+        )
+    if any(html.iterdir()) and not any((html / name).is_file() for name in SITE_FILES):
+        raise ValueError(
+            f"{where} holds files but no dashboard ({' or '.join(SITE_FILES)}); publish "
+            "replaces the folder whole and refuses one it did not make"
+        )
+
+
 def _build_and_swap(
-    work, html, conf_path, results, repo, records, problems, report, last, timeout, internal
+    work, html, conf_path, results, repo, records, problems, report, last, timeout, internal, order
 ):
     """The build of :func:`publish` in *work*; returns (summary path, asv ok, old site kept).
     Errors inside ltx2k that cost one output go to *internal*."""
     build = work / "html"
     conf = staging.staged_conf(conf_path, build, repo)
     commit_base = staging.commit_base(conf)
-    drawn = _drawn_files(records, last)
+    drawn = _drawn_files(records, last, order)
     staged = staging.stage_results(results, work / "results", conf, problems, drawn)
     conf["results_dir"] = str(staged)
     tmp_conf = work / "asv.conf.json"
@@ -178,6 +218,7 @@ def _build_and_swap(
             results_dir=results,
             results_label=_results_label(results, conf_path),
             failed=internal,
+            order=order,
         )
     except Exception as e:  # a bug in the page must not cost asv's site
         internal.append(("the summary page", e))
@@ -217,7 +258,8 @@ def publish_dashboard(
     if not results.is_dir():
         raise ValueError(f"{where} is not a directory (asv run or ltx2k store pull fills it)")
     repo_dir = Path(repo).resolve() if repo else conf_repo
-    records, problems = load_drawn(results, last, repo_dir)
+    branch = conf_branch(asv_conf)
+    records, problems = load_drawn(results, last, repo_dir, branch)
     if not records:
         # A dashboard of nothing would only hide that the results are missing.
         raise ValueError(
@@ -228,7 +270,10 @@ def publish_dashboard(
     if regress_json is None:
         try:
             regress_json = latest_vs_previous(
-                results, repo=repo_dir if repo_dir.is_dir() else None, loaded=(records, problems)
+                results,
+                repo=repo_dir if repo_dir.is_dir() else None,
+                loaded=(records, problems),
+                branch=branch,
             )
         except Exception as e:  # a bug in the verdicts must not cost the dashboard
             internal.append(("the regression verdicts (the page shows none)", e))
@@ -246,9 +291,12 @@ def publish_dashboard(
     return res
 
 
-def load_drawn(results: Path, last: int | None, repo=None) -> tuple[list, list[Problem]]:
-    """The results of each GPU's last *last* commits (None: all), and the last
-    ``regress.DEFAULT_LAST`` at least, which :func:`latest_vs_previous` judges."""
+def load_drawn(
+    results: Path, last: int | None, repo=None, branch: str | None = None
+) -> tuple[list, list[Problem]]:
+    """The results of each GPU's last *last* commits (None: all) up to the dashboard's
+    head (:func:`ltx2k.history.commits.newest`), and the last ``regress.DEFAULT_LAST``
+    at least, which :func:`latest_vs_previous` judges."""
     if last is None:
         return load_results(results)
     from ltx2k.analysis import regress
@@ -256,23 +304,39 @@ def load_drawn(results: Path, last: int | None, repo=None) -> tuple[list, list[P
     n = max(last, regress.DEFAULT_LAST)
     repo = Path(repo) if repo is not None and Path(repo).is_dir() else None
     try:
-        return load_results(results, select=Window(last=n, repo=repo))
-    except ValueError:  # the newest commit is not in the repository: order by date
+        return load_results(results, select=Window(last=n, repo=repo, branch=branch))
+    except ValueError:  # git could not order the head's history: order by date
         return load_results(results, select=Window(last=n))
 
 
-def _drawn_files(records, last: int | None) -> set[str] | None:
-    """The result files of each GPU's *last* newest commits (by commit date, as the
-    plots pick them); None, every file, for the whole history or records that were
-    not read from files."""
+def drawn_order(records, repo=None, branch: str | None = None) -> list[str] | None:
+    """The order the dashboard draws commits in, oldest first: git's first-parent history
+    of its head (:func:`ltx2k.history.commits.newest`) where *repo* knows it; None where
+    only the stored dates can order them."""
+    repo = Path(repo) if repo is not None and Path(repo).is_dir() else None
+    if repo is None:
+        return None
+    dates = {r.commit: r.date for r in records}
+    head, in_git = git_commits.newest(dates, repo, branch)
+    if head is None or not in_git:
+        return None
+    try:
+        return git_commits.mainline(head, repo, dates)
+    except ValueError:
+        return None
+
+
+def _drawn_files(records, last: int | None, order=None) -> set[str] | None:
+    """The result files of each GPU's *last* newest commits (in *order*, else by commit
+    date, as the plots pick them); None, every file, for the whole history or records
+    that were not read from files."""
     if last is None or any(not r.path for r in records):
         return None
-    dates: dict[str, dict[str, int]] = {}
+    of = {}
     for r in records:
-        dates.setdefault(r.machine, {})[r.commit] = r.date
-    newest = {
-        (m, c) for m, of in dates.items() for c in sorted(of, key=lambda c: (of[c], c))[-last:]
-    }
+        of.setdefault(r.machine, set()).add(r.commit)
+    rank = commit_rank(records, order)
+    newest = {(m, c) for m, cs in of.items() for c in sorted(cs, key=rank)[-last:]}
     return {os.path.realpath(r.path) for r in records if (r.machine, r.commit) in newest}
 
 
@@ -288,10 +352,7 @@ def conf_dirs(
     conf_path = Path(asv_conf).resolve()
     if not conf_path.is_file():
         raise ValueError(f"asv_conf={os.fspath(asv_conf)!r} is not a file")
-    try:
-        conf = asv_compat.load_json(conf_path, js_comments=True)
-    except asv_compat.user_error() as e:
-        raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
+    conf = asv_compat.load_conf(conf_path)
     base = conf_path.parent
     results = (
         Path(results_dir) if results_dir is not None else base / conf.get("results_dir", "results")
@@ -300,14 +361,16 @@ def conf_dirs(
     return results.resolve(), html.resolve(), (base / str(conf.get("repo", "."))).resolve()
 
 
-def latest_vs_previous(results_dir, *, repo=None, loaded=None) -> Report | None:
-    """The regress report of the newest commit, judged along its history.
+def latest_vs_previous(results_dir, *, repo=None, loaded=None, branch=None) -> Report | None:
+    """The regress report of the dashboard's head, judged along its history.
 
-    The newest commit is the one with the latest stored commit date over all
-    machines. Each GPU's last ``regress.DEFAULT_LAST`` commits up to it go
+    The head is :func:`ltx2k.history.commits.newest`: with *repo*, the newest measured
+    commit of *branch* (default the repository's ``HEAD``) in git's order, else the
+    newest stored date. Each GPU's last ``regress.DEFAULT_LAST`` commits up to it go
     through the change-point detector (``regress.compare(..., last=...)``),
-    so a flagged cell names the step that caused it. None when there are
-    fewer than two commits (no history yet).
+    so a flagged cell names the step that caused it. A GPU with results of one commit in
+    several asv environments is left out with a note (``ltx2k regress --env`` picks one);
+    the others are judged. None when there are fewer than two commits (no history yet).
     """
     from ltx2k.analysis import regress
 
@@ -316,12 +379,37 @@ def latest_vs_previous(results_dir, *, repo=None, loaded=None) -> Report | None:
     dates: dict[str, int] = {}
     for r in records:
         dates[r.commit] = r.date
-    commits = sorted(dates, key=lambda c: (dates[c], c))
-    if len(commits) < 2:
+    if len(dates) < 2:
         return None
-    return regress.compare(
-        records, commits[-1], last=regress.DEFAULT_LAST, repo=repo, problems=problems
+    head, in_git = git_commits.newest(dates, repo, branch)
+    records, notes = _one_environment(records)
+    report = regress.compare(
+        records,
+        head,
+        last=regress.DEFAULT_LAST,
+        repo=repo if in_git else None,
+        problems=problems,
     )
+    return dataclasses.replace(report, notes=report.notes + notes) if notes else report
+
+
+def _one_environment(records) -> tuple[list, tuple[str, ...]]:
+    """*records* without the GPUs that have one commit's cell in several asv environments
+    (no verdict can choose among them unasked), and a note naming each."""
+    seen: dict[tuple, str] = {}
+    mixed: dict[str, set[str]] = {}
+    for r in records:
+        env = seen.setdefault((r.machine, r.commit, r.benchmark, r.params), r.env)
+        if env != r.env:
+            mixed.setdefault(r.machine, set()).update((env, r.env))
+    if not mixed:
+        return records, ()
+    notes = tuple(
+        f"{m}: not judged here: one commit has results in several asv environments "
+        f"({', '.join(sorted(map(repr, envs)))}); `ltx2k regress --env NAME` judges one."
+        for m, envs in sorted(mixed.items())
+    )
+    return [r for r in records if r.machine not in mixed], notes
 
 
 # --- building next to html/ and swapping it in ------------------------------------------
@@ -468,3 +556,16 @@ def _log_problems(problems: list[Problem], log) -> None:
             f"ltx2k publish: {len(quiet)} skipped benchmark group(s) (listed on the summary page)",
             file=log,
         )
+
+
+def conf_branch(asv_conf: str | os.PathLike) -> str | None:
+    """The branch asv.conf.json's ``branches`` names first (the one ``asv publish`` draws
+    first), or None (the repository's ``HEAD``) where it names none or cannot be read."""
+    try:
+        conf = asv_compat.load_conf(Path(asv_conf))
+    except (OSError, ValueError):
+        return None
+    branches = conf.get("branches")
+    if isinstance(branches, list) and branches and isinstance(branches[0], str):
+        return branches[0] or None
+    return None

@@ -42,10 +42,7 @@ _BAD_MACHINE_KINDS = {"missing-machine-json", "bad-machine-json", "bad-machine-n
 
 def staged_conf(conf_path: Path, html: Path, repo) -> dict:
     """asv.conf.json with every path absolute: asv resolves them against the conf's folder."""
-    try:
-        conf = asv_compat.load_json(conf_path, js_comments=True)
-    except asv_compat.user_error() as e:
-        raise ValueError(f"asv_conf={str(conf_path)!r} is not valid JSON: {e}") from e
+    conf = asv_compat.load_conf(conf_path)
     base = conf_path.parent
     repo_value = os.fspath(repo) if repo is not None else conf.get("repo", ".")
     if "://" not in repo_value and not repo_value.startswith("git@"):

@@ -43,6 +43,30 @@ def load_json(path, js_comments: bool = True):
     return util.load_json(str(path), js_comments=js_comments)
 
 
+# asv.conf.json keys that name paths (or, for repo, a URL): strings where present.
+CONF_PATH_KEYS = ("repo", "results_dir", "html_dir", "env_dir", "benchmark_dir")
+
+
+def load_conf(path) -> dict:
+    """asv.conf.json as a dict; ValueError naming the file where it is not valid JSON, not
+    an object, or a path key (:data:`CONF_PATH_KEYS`) is not a string."""
+    try:
+        conf = load_json(path, js_comments=True)
+    except user_error() as e:
+        raise ValueError(f"asv config {str(path)!r} is not valid JSON: {e}") from e
+    if not isinstance(conf, dict):
+        raise ValueError(
+            f"asv config {str(path)!r} must hold a JSON object, got {type(conf).__name__}"
+        )
+    for key in CONF_PATH_KEYS:
+        if key in conf and (not isinstance(conf[key], str) or not conf[key]):
+            raise ValueError(
+                f"asv config {str(path)!r}: {key!r} must be a non-empty path string, "
+                f"got {conf[key]!r}"
+            )
+    return conf
+
+
 def write_json(path, data, api_version: int, compact: bool = False) -> None:
     """asv's JSON writer: sorted and formatted as asv writes it, so equal data gives equal bytes."""
     from asv import util

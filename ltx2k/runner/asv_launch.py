@@ -135,7 +135,7 @@ class AsvLauncher:
 
     def __init__(self, config, machine: str, passthrough: Sequence[str] = (), log=True):
         self.root = Path(os.fspath(config)).resolve().parent
-        self.conf = asv_compat.load_json(os.fspath(config), js_comments=True)
+        self.conf = asv_compat.load_conf(os.fspath(config))
         for key in self._PATH_KEYS:
             value = self.conf.get(key)
             if isinstance(value, str) and (self.root / value).exists():

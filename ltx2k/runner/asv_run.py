@@ -52,8 +52,8 @@ def range_of(asv_args: Sequence[str]) -> str | None:
 
 def _conf_repo(config: str) -> Path | None:
     try:
-        conf = asv_compat.load_json(config, js_comments=True)
-    except (OSError, asv_compat.user_error()):
+        conf = asv_compat.load_conf(config)
+    except (OSError, ValueError):
         return None  # asv itself reports an unreadable config
     repo = Path(config).resolve().parent / str(conf.get("repo", "."))
     return repo if repo.is_dir() else None  # a URL: asv clones it, nothing to check here
@@ -113,6 +113,7 @@ def run(
 ) -> int:
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
+    asv_compat.load_conf(config)  # a config asv would choke on is named here, in a line
     check_range(asv_args, config)
     info = machine.identify()
     # asv's interpreters (its own, pip's, discovery, forkserver, setup_cache) each import
@@ -142,7 +143,7 @@ def run(
 
 def results_dir(config: str) -> Path:
     """The config's results_dir, resolved against the config's folder."""
-    conf = asv_compat.load_json(config, js_comments=True)
+    conf = asv_compat.load_conf(config)
     return (Path(config).resolve().parent / conf.get("results_dir", "results")).resolve()
 
 

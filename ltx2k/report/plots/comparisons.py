@@ -41,11 +41,12 @@ from ltx2k.workload.variants import BASELINE_VARIANT, UPSTREAM_CURRENT_VARIANT
 
 
 def _latest_values(
-    records: Sequence, kernel: str, metric: str
+    records: Sequence, kernel: str, metric: str, order: Sequence[str] | None = None
 ) -> dict[tuple[str, str, str], float]:
-    """(machine, variant, shape) -> value at that machine's latest commit."""
+    """(machine, variant, shape) -> value at that machine's latest commit (in
+    :func:`~ltx2k.report.plots.data.commit_order` with *order*)."""
     recs = kernel_records(records, kernel, metric)
-    latest = latest_per_machine(recs)
+    latest = latest_per_machine(recs, order)
     out = {}
     for r in recs:
         v = display_value(r)
@@ -112,7 +113,12 @@ def speedup_baselines(kernel: str) -> dict[str, str]:
 
 
 def speedup(
-    records: Sequence, kernel: str, *, metric: str = DEVICE_COLD, over: str | None = None
+    records: Sequence,
+    kernel: str,
+    *,
+    metric: str = DEVICE_COLD,
+    over: str | None = None,
+    order: Sequence[str] | None = None,
 ) -> Figure:
     """Speedup of each variant over *over* (default ``BASELINE_VARIANT[kernel]``, sglang's
     original; :func:`speedup_baselines` lists the others) per shape, one panel per GPU.
@@ -126,11 +132,11 @@ def speedup(
             f"kernel has no BASELINE_VARIANT in ltx2k.workload.variants, got {kernel!r}"
         )
     what = speedup_baselines(kernel).get(baseline)
-    values = _latest_values(records, kernel, metric)
+    values = _latest_values(records, kernel, metric, order)
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {metric} results")
-    latest = latest_per_machine(kernel_records(records, kernel, metric))
+    latest = latest_per_machine(kernel_records(records, kernel, metric), order)
     fig = new_figure(max(4.6 * len(machines), 7), 4.4)
     axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
     all_variants = ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
@@ -166,17 +172,17 @@ def speedup(
     return fig
 
 
-def copy_bandwidth(records: Sequence, kernel: str) -> Figure:
+def copy_bandwidth(records: Sequence, kernel: str, *, order: Sequence[str] | None = None) -> Figure:
     """Achieved bandwidth as % of the GPU's measured copy bandwidth, per shape and variant.
 
     The dashed 100% line is the roofline for a memory-bound kernel: a bar
     near it leaves little to gain; far below it, launch or latency bound.
     """
-    values = _latest_values(records, kernel, PCT_COPY_BW)
+    values = _latest_values(records, kernel, PCT_COPY_BW, order)
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {PCT_COPY_BW} results")
-    latest = latest_per_machine(kernel_records(records, kernel, PCT_COPY_BW))
+    latest = latest_per_machine(kernel_records(records, kernel, PCT_COPY_BW), order)
     variants = ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
     colours = variant_colours(kernel, variants)
     top = max(110.0, 1.08 * max(values.values()))
@@ -210,7 +216,9 @@ def bytes_moved(kernel: str, shape: str) -> int | None:
         return None
 
 
-def copy_ceilings(records: Sequence, kernel: str) -> dict[str, float]:
+def copy_ceilings(
+    records: Sequence, kernel: str, order: Sequence[str] | None = None
+) -> dict[str, float]:
     """machine -> its measured copy bandwidth (bytes/s), recovered from the results.
 
     ``track_pct_copy_bandwidth`` is bytes / cold time as a % of the runner's
@@ -218,8 +226,8 @@ def copy_ceilings(records: Sequence, kernel: str) -> dict[str, float]:
     ceiling back; the median over the cells of the machine's latest commit
     is its value. Machines without both metrics are left out.
     """
-    cold = _latest_values(records, kernel, DEVICE_COLD)
-    pct = _latest_values(records, kernel, PCT_COPY_BW)
+    cold = _latest_values(records, kernel, DEVICE_COLD, order)
+    pct = _latest_values(records, kernel, PCT_COPY_BW, order)
     found: dict[str, list[float]] = defaultdict(list)
     for (m, v, s), t_us in cold.items():
         p, nbytes = pct.get((m, v, s)), bytes_moved(kernel, s)
@@ -228,7 +236,7 @@ def copy_ceilings(records: Sequence, kernel: str) -> dict[str, float]:
     return {m: sorted(xs)[len(xs) // 2] for m, xs in found.items()}
 
 
-def roofline(records: Sequence, kernel: str) -> Figure:
+def roofline(records: Sequence, kernel: str, *, order: Sequence[str] | None = None) -> Figure:
     """Achieved GB/s against bytes moved per call, one panel per GPU, with its copy ceiling.
 
     Each point is a variant (colour) at one shape, at the GPU's latest
@@ -236,7 +244,7 @@ def roofline(records: Sequence, kernel: str) -> Figure:
     measured copy bandwidth (:func:`copy_ceilings`); small shapes sit far
     below it (launch-bound), large ones should approach it.
     """
-    cold = _latest_values(records, kernel, DEVICE_COLD)
+    cold = _latest_values(records, kernel, DEVICE_COLD, order)
     points: dict[str, list[tuple[str, str, float, float]]] = defaultdict(list)
     for (m, v, s), t_us in cold.items():
         nbytes = bytes_moved(kernel, s)
@@ -245,8 +253,8 @@ def roofline(records: Sequence, kernel: str) -> Figure:
     machines = sorted(points)
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {DEVICE_COLD} results of known shapes")
-    ceilings = copy_ceilings(records, kernel)
-    latest = latest_per_machine(kernel_records(records, kernel, DEVICE_COLD))
+    ceilings = copy_ceilings(records, kernel, order)
+    latest = latest_per_machine(kernel_records(records, kernel, DEVICE_COLD), order)
     variants = ordered(
         (v for pts in points.values() for v, *_ in pts), KERNEL_VARIANTS.get(kernel, ())
     )
@@ -295,7 +303,14 @@ def roofline(records: Sequence, kernel: str) -> Figure:
     return fig
 
 
-def cross_gpu(records: Sequence, kernel: str, variant: str, *, last: int | None = None) -> Figure:
+def cross_gpu(
+    records: Sequence,
+    kernel: str,
+    variant: str,
+    *,
+    last: int | None = None,
+    order: Sequence[str] | None = None,
+) -> Figure:
     """One variant's achieved bandwidth over commits on every GPU, as % of that GPU's ceiling.
 
     Normalising each GPU to its own measured copy bandwidth puts GPUs of
@@ -306,10 +321,10 @@ def cross_gpu(records: Sequence, kernel: str, variant: str, *, last: int | None 
     recs = [
         r for r in kernel_records(records, kernel, DEVICE_COLD) if param(r, "variant") == variant
     ]
-    commits = commit_order(recs)
+    commits = commit_order(recs, order)
     if last is not None:
         commits = commits[-last:]
-    ceilings = copy_ceilings(records, kernel)
+    ceilings = copy_ceilings(records, kernel, order)
     if not commits or not ceilings:
         return empty(new_figure(8, 2), f"{kernel} {variant}: no bandwidth ceiling to normalise by")
     index = {c: i for i, c in enumerate(commits)}

@@ -79,21 +79,42 @@ def kernels_in(records: Iterable) -> list[str]:
     return ordered(found, list(ASV_CLASS_KERNEL.values()))
 
 
-def commit_order(records: Iterable) -> list[str]:
-    """Commits of all machines in commit-date order (ties by hash, so it is stable)."""
+def commit_order(records: Iterable, order: Sequence[str] | None = None) -> list[str]:
+    """Commits of all machines, oldest first: by stored date (ties by hash, so it is
+    stable), with the commits of *order* (git's history, oldest first) in its order.
+
+    asv stores author dates, so a rebase-merged commit can be dated before commits it
+    follows; git's order is the truth where known. The commits of *order* take, in git's
+    order, the places their dates gave them; the others (a pull request's, measured off
+    the branch) keep their places by date.
+    """
     dates: dict[str, int] = {}
     for r in records:
         dates[r.commit] = r.date
-    return sorted(dates, key=lambda c: (dates[c], c))
+    by_date = sorted(dates, key=lambda c: (dates[c], c))
+    if not order:
+        return by_date
+    pos = {c: i for i, c in enumerate(order)}
+    on_branch = iter(sorted((c for c in by_date if c in pos), key=pos.__getitem__))
+    return [next(on_branch) if c in pos else c for c in by_date]
 
 
-def latest_per_machine(records: Iterable) -> dict[str, str]:
-    """machine -> its most recent commit (machines need not have run the same commits)."""
-    best: dict[str, tuple[int, str]] = {}
+def commit_rank(records: Iterable, order: Sequence[str] | None = None):
+    """A sort key over the commits of *records*: their place in :func:`commit_order`."""
+    rank = {c: i for i, c in enumerate(commit_order(records, order))}
+    return rank.__getitem__
+
+
+def latest_per_machine(records: Iterable, order: Sequence[str] | None = None) -> dict[str, str]:
+    """machine -> its most recent commit (machines need not have run the same commits),
+    in :func:`commit_order`."""
+    records = list(records)
+    rank = commit_rank(records, order)
+    best: dict[str, str] = {}
     for r in records:
-        if r.machine not in best or (r.date, r.commit) > best[r.machine]:
-            best[r.machine] = (r.date, r.commit)
-    return {m: c for m, (_, c) in best.items()}
+        if r.machine not in best or rank(r.commit) > rank(best[r.machine]):
+            best[r.machine] = r.commit
+    return best
 
 
 def kernel_records(records: Iterable, kernel: str, metric: str) -> list:

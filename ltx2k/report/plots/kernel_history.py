@@ -97,6 +97,7 @@ def history(
     metric: str = DEVICE_COLD,
     report: Report | None = None,
     last: int | None = None,
+    order: Sequence[str] | None = None,
 ) -> Figure:
     """One metric of one kernel over commits: a panel per shape (rows) x GPU (columns).
 
@@ -108,7 +109,7 @@ def history(
     if last is not None and last < 1:
         raise ValueError(f"last must be a positive number of commits, got {last!r}")
     recs = kernel_records(records, kernel, metric)
-    commits = commit_order(recs)
+    commits = commit_order(recs, order)
     if last is not None:
         commits = commits[-last:]
     title = METRIC_TITLES.get(metric, metric)

@@ -1,0 +1,175 @@
+"""What the commands refuse before they touch anything: a path where a machine name belongs,
+a machine a report does not have, an asv config that is JSON but not a config, outputs that
+would overwrite each other; and an output that cannot be written does not cost the others."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import histories as H
+import pytest
+import torch
+
+import ltx2k
+from ltx2k import cli
+from ltx2k.analysis import regress
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _cli(capsys, *argv):
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's own usage errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory):
+    root = tmp_path_factory.mktemp("guards")
+    repo = H.shared_repo(str(root))
+    names = H.template().names
+    h = H.History(
+        5,
+        {"h200": tuple(H.Run(i, names) for i in range(5))},
+        (H.Step("bench_kernels.AdaValues9.time_device_cold", None, 4, 1.3),),
+        0.01,
+        None,
+        None,
+        1,
+    )
+    results = H.write(h, root / "h", repo)
+    report = root / "report.json"
+    rep = regress.triage(results, repo.commits[4], last=4, repo=repo.path, log=None)
+    report.write_text(json.dumps(rep.to_json()))
+    return root / "h", repo, report
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LTX2K_MACHINE", raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize("name", ["{victim}", "../../victim", "..", "a/b"])
+def test_confirm_machine_must_be_a_name_not_a_path(capsys, tmp_path, home, hist, name):
+    root, repo, _ = hist
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "data.txt").write_text("precious")
+    work = tmp_path / "cw"
+    (work / "results").mkdir(parents=True)
+    rc, _, err = _cli(
+        capsys, "confirm", "--config", root / "asv.conf.json", "--work", work,
+        "--machine", name.format(victim=victim), "--benchmark", "SplitRope.time_device_cold",
+        "--good", repo.commits[0], "--bad", repo.commits[4],
+    )  # fmt: skip
+    assert rc == 1 and "--machine" in err and "Traceback" not in err, err
+    assert (victim / "data.txt").read_text() == "precious"
+
+
+def test_confirm_names_a_machine_the_report_does_not_have(capsys, home, hist):
+    root, _, report = hist
+    rc, _, err = _cli(
+        capsys, "confirm", "--config", root / "asv.conf.json", "--machine", "nosuch",
+        "--report", report, "--dry-run",
+    )  # fmt: skip
+    assert rc == 1, err
+    assert "--machine 'nosuch' is not a machine of --report" in err and "h200" in err
+
+
+@pytest.mark.parametrize(
+    ("conf", "match"),
+    [
+        ([], "must hold a JSON object, got list"),
+        ({"results_dir": 5}, "'results_dir' must be a non-empty path string, got 5"),
+        ({"results_dir": None}, "'results_dir' must be a non-empty path string"),
+        ({"repo": ["."]}, "'repo' must be a non-empty path string"),
+    ],
+)
+@pytest.mark.parametrize("command", ["publish", "confirm", "run"])
+def test_an_asv_config_that_is_json_but_not_a_config_is_one_line(
+    capsys, tmp_path, home, hist, command, conf, match
+):
+    _, _, report = hist
+    path = tmp_path / "asv.conf.json"
+    path.write_text(json.dumps(conf))
+    args = {
+        "publish": ["publish", "--config", path],
+        "confirm": ["confirm", "--config", path, "--machine", "h200", "--report", report,
+                    "--dry-run"],
+        "run": ["run", "--config", path, "--dry-run", "HEAD^!"],
+    }[command]  # fmt: skip
+    rc, _, err = _cli(capsys, *args)
+    assert rc == 1, err
+    assert "Traceback" not in err and match in err, err
+
+
+def test_regress_writes_every_output_it_can(capsys, tmp_path, hist):
+    root, repo, _ = hist
+    md = tmp_path / "ok.md"
+    rc, _, err = _cli(
+        capsys, "regress", "--results", root / "results", "--head", repo.commits[4],
+        "--repo", repo.path, "--last", "4", "--json", tmp_path / "no" / "dir" / "x.json",
+        "--markdown", md,
+    )  # fmt: skip
+    assert "--json" in err and "cannot write" in err
+    assert md.is_file() and "regression" in md.read_text().lower()
+    assert rc == 1  # a bad argument, though the other outputs were written
+    rc, _, err = _cli(
+        capsys, "regress", "--results", root / "results", "--head", repo.commits[4],
+        "--repo", repo.path, "--last", "4", "--json", tmp_path / "same",
+        "--markdown", tmp_path / "same",
+    )  # fmt: skip
+    assert rc == 1 and "name the same file" in err
+    assert not (tmp_path / "same").exists()
+
+
+def test_an_unwritable_json_without_a_regression_exits_1(capsys, tmp_path, hist):
+    _, repo, _ = hist
+    names = H.template().names
+    steady = H.History(
+        4, {"h200": tuple(H.Run(i, names) for i in range(4))}, (), 0.0, None, None, 1
+    )
+    results = H.write(steady, tmp_path / "steady", repo)
+    rc, _, err = _cli(
+        capsys, "regress", "--results", results, "--head", repo.commits[3],
+        "--repo", repo.path, "--last", "3", "--json", tmp_path / "no" / "x.json",
+        "--markdown", tmp_path / "ok.md",
+    )  # fmt: skip
+    assert rc == 1 and (tmp_path / "ok.md").is_file(), err
+
+
+@pytest.mark.parametrize("kw", [{"variant": ["tiled"]}, {"variant": {}}, {"launch": ["native"]}])
+def test_an_unhashable_variant_or_launch_is_named(kw):
+    x = torch.zeros(1, 2, 64, dtype=torch.bfloat16)
+    c = torch.zeros(1, 1, 2, 32, dtype=torch.bfloat16)
+    w = torch.ones(64, dtype=torch.bfloat16)
+    name = next(iter(kw))
+    calls = [
+        lambda: ltx2k.apply_ltx2_split_rotary_emb(x, c, c, **kw),
+        lambda: ltx2k.apply_ltx2_split_rotary_emb_pair(x, x, c, c, c, c, **kw),
+        lambda: ltx2k.ltx2_qknorm_split_rope_pair(x, x, w, w, c, c, c, c, 1e-6, **kw),
+        lambda: ltx2k.ltx2_ada_values9(torch.zeros(9, 64), torch.zeros(1, 1, 576), **kw),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=f"^{name} must be one of"):
+            call()
+
+
+def test_a_path_is_never_taken_for_a_machine_name_by_confirm_prepare(tmp_path):
+    from ltx2k.confirm import orchestrate
+
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text(json.dumps({"version": 1, "repo": ".", "results_dir": "results"}))
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "f").write_text("x")
+    with pytest.raises(ValueError, match="is not a machine directory name"):
+        orchestrate._prepare(conf, tmp_path / "w", "../../victim", None)
+    assert (tmp_path / "victim" / "f").exists()
+    assert Path(tmp_path / "victim").is_dir()
