@@ -317,6 +317,29 @@ def _median_ci(logs, confidence: float = 0.95) -> tuple[float, float] | None:
     return float(np.expm1(lo)), float(np.expm1(hi))
 
 
+def check_families(families: Sequence[str], conditions: Mapping[str, Sequence[Record]]) -> None:
+    """ValueError naming the first of *families* that is neither a metric of the suite
+    (:data:`ltx2k.workload.metrics.METRICS`) nor measured in any of *conditions*: a misspelt
+    family would otherwise be an empty, "inconclusive" row that looks like a measurement."""
+    measured = {r.benchmark.rsplit(".", 1)[-1] for recs in conditions.values() for r in recs}
+    known = [*metrics.METRICS, *sorted(measured - set(metrics.METRICS))]
+    for family in families:
+        if not isinstance(family, str) or family not in known:
+            raise ValueError(
+                f"family={family!r} is not a metric family (known: {', '.join(known)})"
+            )
+
+
+def check_decide(decide: str, compared: Sequence[str]) -> None:
+    """ValueError unless *decide* is one of the *compared* conditions (the reference is not
+    one): the condition a policy follows."""
+    if decide not in compared:
+        raise ValueError(
+            f"decide={decide!r} is not among conditions {list(compared)} (the compared "
+            "ones; the policy follows one of them)"
+        )
+
+
 def analyse(
     conditions: Mapping[str, Sequence[Record]],
     *,
@@ -333,6 +356,7 @@ def analyse(
         )
     if isinstance(families, str) or not families:
         raise ValueError(f"families must be a non-empty sequence of metric names, got {families!r}")
+    check_families(families, conditions)
     if not (isinstance(alpha, float) and 0.0 < alpha < 1.0):
         raise ValueError(f"alpha must be a float in (0, 1), got {alpha!r}")
     ident = {}
@@ -389,8 +413,7 @@ def suggest_policy(
     """
     if default is None:
         default = CONSERVATIVE_EXCLUSIVE
-    if decide not in report.conditions:
-        raise ValueError(f"decide={decide!r} is not among conditions {list(report.conditions)}")
+    check_decide(decide, report.conditions)
     exclusive = list(default)
     basis = {}
     for f in (x for x in report.families if x.condition == decide):
@@ -587,12 +610,14 @@ def _short_label(key) -> str:
 
 
 def write_outputs(report: InterferenceReport, out_dir, decide: str | None = SUITE_CONDITION):
-    """Write interference.md, interference.json, interference.png (+ policy.json)."""
+    """Write interference.md, interference.json, interference.png and, unless *decide* is
+    None, policy.json: the policy that follows condition *decide*, which must be one of
+    ``report.conditions`` (ValueError before anything is written: an older policy.json
+    in *out_dir* would stand for this run)."""
+    policy = None if decide is None else suggest_policy(report, decide)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    policy = None
-    if decide is not None and decide in report.conditions:
-        policy = suggest_policy(report, decide)
+    if policy is not None:
         (out / "policy.json").write_text(json.dumps(policy, indent=2) + "\n")
     paths = {
         "markdown": out / "interference.md",

@@ -149,9 +149,11 @@ class Thresholds:
 
     @classmethod
     def from_mapping(cls, data: Mapping, *, source: str = "thresholds") -> Thresholds:
-        """User settings over the defaults (user patterns are tried first)."""
+        """User settings over the defaults (user patterns are tried first). ValueError
+        naming *source* for anything that is not settings."""
         if not isinstance(data, Mapping):
-            raise TypeError(f"{source}: expected a JSON object, got {type(data).__name__}")
+            what = "null" if data is None else type(data).__name__
+            raise ValueError(f"{source}: expected a JSON object, got {what}")
         extra = set(data) - {"thresholds", "steps", "direction", "alpha", "history_alpha"}
         if extra:
             raise ValueError(
@@ -163,27 +165,35 @@ class Thresholds:
         directions = data.get("direction", {})
         for key, value in (("thresholds", ratios), ("steps", steps), ("direction", directions)):
             if not isinstance(value, Mapping):
-                raise TypeError(
+                raise ValueError(
                     f"{source}: {key!r} must map glob patterns to values, got {value!r}"
                 )
-        return cls(
-            ratios=tuple((str(k), v) for k, v in ratios.items()) + DEFAULT_RATIOS,
-            steps=tuple((str(k), v) for k, v in steps.items()) + DEFAULT_STEPS,
-            directions=tuple((str(k), v) for k, v in directions.items()) + DEFAULT_DIRECTIONS,
-            alpha=data.get("alpha", DEFAULT_ALPHA),
-            history_alpha=data.get("history_alpha", DEFAULT_HISTORY_ALPHA),
-        )
+        try:
+            return cls(
+                ratios=tuple((str(k), v) for k, v in ratios.items()) + DEFAULT_RATIOS,
+                steps=tuple((str(k), v) for k, v in steps.items()) + DEFAULT_STEPS,
+                directions=tuple((str(k), v) for k, v in directions.items()) + DEFAULT_DIRECTIONS,
+                alpha=data.get("alpha", DEFAULT_ALPHA),
+                history_alpha=data.get("history_alpha", DEFAULT_HISTORY_ALPHA),
+            )
+        except ValueError as e:  # a value out of range: say where it came from
+            raise ValueError(f"{source}: {e}") from None
 
     @classmethod
     def load(cls, path) -> Thresholds:
+        """The settings of a thresholds file; every error is a ValueError naming it."""
         p = os.fspath(path)
         try:
             with open(p, encoding="utf-8") as f:
                 data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from e
+        except UnicodeDecodeError as e:  # before ValueError: it is one
+            raise ValueError(
+                f"thresholds file {p!r} is not UTF-8 text (byte {e.start}): {e.reason}"
+            ) from None
+        except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
+            raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from None
         except OSError as e:
-            raise ValueError(f"thresholds file {p!r} cannot be read: {e}") from e
+            raise ValueError(f"thresholds file {p!r} cannot be read: {e.strerror or e}") from e
         return cls.from_mapping(data, source=f"thresholds file {p!r}")
 
 

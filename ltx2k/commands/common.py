@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -136,10 +137,14 @@ def usage_error_exits_1(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def at_least(kind, minimum):
-    """An argparse type: *kind* (int or float) no smaller than *minimum*."""
+    """An argparse type: *kind* (int or float) no smaller than *minimum*, and finite: NaN
+    passes every comparison (``nan < 0`` is False) and is no number of seconds, nor is
+    infinity."""
 
     def parse(text: str):
         value = kind(text)  # ValueError: argparse says "invalid int value: 'two'"
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{text!r} is below the minimum, {minimum}")
         return value

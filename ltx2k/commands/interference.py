@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ltx2k.commands.common import EXIT_OK
 
@@ -27,8 +28,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--reference", default="alone", help="condition to compare with (alone)")
     s.add_argument(
         "--decide",
-        default="concurrent-suite",
-        help="condition the policy follows (concurrent-suite)",
+        default=None,
+        help="condition the policy follows, one of the compared ones (default: "
+        "concurrent-suite; without that condition, no policy.json is written)",
     )
     s.add_argument("--machine", default=None, help="machine, if a dir holds several")
     s.add_argument("--commit", default=None, help="commit (prefix), if a dir holds several")
@@ -42,13 +44,27 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import interference
 
     conditions = interference.load_conditions(args.condition, args.machine, args.commit)
+    families = args.family or interference.FAMILIES
+    compared = [c for c in conditions if c != args.reference]
+    decide = args.decide
+    if decide is not None:
+        # Before the analysis and before anything is written: an older policy.json in
+        # --out would otherwise be taken for this run's by shard-run --policy.
+        interference.check_decide(decide, compared)
+    elif interference.SUITE_CONDITION in compared:
+        decide = interference.SUITE_CONDITION
     report = interference.analyse(
-        conditions,
-        reference=args.reference,
-        families=args.family or interference.FAMILIES,
-        alpha=args.alpha,
+        conditions, reference=args.reference, families=families, alpha=args.alpha
     )
-    paths = interference.write_outputs(report, args.out, decide=args.decide)
+    paths = interference.write_outputs(report, args.out, decide=decide)
     print(paths["markdown"].read_text())
+    if decide is None:
+        old = Path(args.out) / "policy.json"
+        print(
+            f"ltx2k interference: no policy.json written: no condition "
+            f"{interference.SUITE_CONDITION!r} to follow; pass --decide NAME (one of "
+            f"{', '.join(compared)})" + (f"; {old} is an earlier run's" if old.exists() else ""),
+            file=sys.stderr,
+        )
     print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return EXIT_OK

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
-from ltx2k.commands.common import EXIT_OK
+from ltx2k.commands.common import EXIT_OK, at_least
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -22,14 +23,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--machine", default=None, help="machine, if the runs share several")
     s.add_argument("--commit", default=None, help="commit (prefix), if the runs share several")
     s.add_argument("--benchmarks", default="*.time_device_*", help="fnmatch over names")
-    s.add_argument("--min-us", type=float, default=10.0, help="cells with a base >= this (10)")
+    s.add_argument(
+        "--min-us", type=at_least(float, 0), default=10.0, help="cells with a base >= this (10)"
+    )
     s.add_argument("--exclude", action="append", metavar="GLOB", help='e.g. "* compiled *"')
     s.add_argument(
         "--ratio",
         action="append",
-        type=float,
+        type=float,  # checked in run(), naming the flag
         default=[],
-        help="device-time threshold ratio(s) to try, e.g. 1.03 (repeatable)",
+        help="device-time threshold ratio(s) >= 1 to try, e.g. 1.03 (repeatable)",
     )
     s.add_argument("--json", help="write the result here")
     s.add_argument("--plot", help="write the detection curve (PNG) here")
@@ -39,6 +42,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import detection_power
 
+    for ratio in args.ratio:
+        # As the thresholds file's ratios (ltx2k.analysis.thresholds), which would say
+        # "threshold for '*.time_device_*'" without naming the flag the value came from.
+        if not (math.isfinite(ratio) and ratio >= 1.0):
+            raise ValueError(
+                f"--ratio {ratio!r} must be a finite ratio >= 1.0 (1.05 = 5% worse), "
+                "a device-time threshold to try"
+            )
     runs = detection_power.load_runs(args.run_a, args.run_b)
     reports = []
     for label, report in detection_power.at_ratios(

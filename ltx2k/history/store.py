@@ -35,6 +35,7 @@ offered and landed :mod:`ltx2k.history.store_tree`, what survives a kill
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import shutil
@@ -255,8 +256,13 @@ def push_results(
     say = _Log(log)
     machines = store_tree.check_machines(root, machine, machine_file, say)
     retries = _check_int("retries", retries, 0)
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
-        raise ValueError(f"backoff must be a number of seconds >= 0, got {backoff!r}")
+    if (
+        isinstance(backoff, bool)
+        or not isinstance(backoff, (int, float))
+        or not math.isfinite(backoff)  # NaN passes `< 0`, and sleeps no number of seconds
+        or backoff < 0
+    ):
+        raise ValueError(f"backoff must be a finite number of seconds >= 0, got {backoff!r}")
     if message is not None and (not isinstance(message, str) or not message.strip()):
         raise ValueError(f"message must be a non-empty str, got {message!r}")
     runner = store_tree.runner_identity() if runner is None else runner

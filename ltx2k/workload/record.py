@@ -387,10 +387,18 @@ def merge(*lists: list[dict]) -> list[dict]:
     return [out[k] for k in sorted(out)]
 
 
+def _is_int64(d: object) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63
+
+
 def _check_signature(sig: object, at: str) -> None:
     if not isinstance(sig, dict):
         raise ValueError(f"{at}: must be an object, got {sig!r}")
     kernel = sig.get("kernel")
+    if not isinstance(kernel, str):  # a list or an object: no name (nor a dict key)
+        raise ValueError(
+            f"{at}: kernel must be a kernel's name (one of {', '.join(ARGS)}), got {kernel!r}"
+        )
     if kernel not in ARGS:
         raise ValueError(f"{at}: unknown kernel {kernel!r} (known: {', '.join(ARGS)})")
     calls = sig.get("calls")
@@ -405,16 +413,22 @@ def _check_signature(sig: object, at: str) -> None:
             raise ValueError(f"{at}: args.{name} must be an object")
         for k in ("shape", "stride"):
             v = a.get(k)
-            if not isinstance(v, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in v
-            ):
-                raise ValueError(f"{at}: args.{name}.{k} must be a list of integers, got {v!r}")
+            if not isinstance(v, list) or not all(_is_int64(d) for d in v):
+                raise ValueError(
+                    f"{at}: args.{name}.{k} must be a list of integers in [0, 2**63) "
+                    f"(PyTorch's sizes and strides), got {v!r}"
+                )
         if len(a["shape"]) != len(a["stride"]):
             raise ValueError(
                 f"{at}: args.{name} has {len(a['shape'])} sizes but {len(a['stride'])} strides"
             )
         if not isinstance(a.get("dtype"), str):
             raise ValueError(f"{at}: args.{name}.dtype must be a string, got {a.get('dtype')!r}")
+        if "storage_offset" in a and not _is_int64(a["storage_offset"]):
+            raise ValueError(
+                f"{at}: args.{name}.storage_offset must be an integer in [0, 2**63), "
+                f"got {a['storage_offset']!r}"
+            )
         same = a.get("same_as")
         earlier = ARGS[kernel][: ARGS[kernel].index(name)]
         if same is not None and same not in earlier:
@@ -467,10 +481,95 @@ def read(path: str | os.PathLike) -> dict:
 # --- from signatures to suite shapes ----------------------------------------------------
 
 
+# The most memory one tensor of a suite shape may span: more than any one GPU holds (the
+# largest hold under 300 GB), so no shape a GPU can run is refused for its size, and a file
+# whose sizes or strides were mangled (petabytes of x) is.
+MAX_TENSOR_BYTES = 2**40  # 1 TiB
+
+
 def suite_shape(sig: dict, source: str):
-    """The suite shape a (checked) signature is timed at; ValueError saying why there is none
-    (each kernel's ``KernelSpec.shape_of_call``)."""
-    return cases.KERNELS[sig["kernel"]].shape_of_call(sig["args"], source)
+    """The suite shape a (checked) signature is timed at; ValueError saying why there is none:
+    each kernel's ``KernelSpec.shape_of_call``, then what the kernel can launch
+    (:func:`check_runnable`)."""
+    shape = cases.KERNELS[sig["kernel"]].shape_of_call(sig["args"], source)
+    check_runnable(sig["kernel"], sig["args"], shape)
+    return shape
+
+
+def check_runnable(kernel: str, args: dict, shape) -> None:
+    """ValueError unless the kernel can run a call of these (checked) *args* at *shape*:
+    its grid fits CUDA's (:func:`_check_grid`), no tensor spans more than
+    :data:`MAX_TENSOR_BYTES`, and the kernel's own validation (the public function's:
+    ranks, strides, sizes within its limits) passes for tensors of these sizes and strides.
+    Those are built on the meta device: nothing is allocated."""
+    _check_grid(kernel, shape)
+    import torch
+
+    dtypes = {name: getattr(torch, a["dtype"]) for name, a in args.items()}  # shape_of_call's
+    for name, a in args.items():
+        # The memory a view reaches: PyTorch ignores the stride of a dim of size 1.
+        reach = sum((n - 1) * st for n, st in zip(a["shape"], a["stride"], strict=True) if n > 1)
+        nbytes = (reach + 1) * dtypes[name].itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ValueError(
+                f"{name} {a['shape']} (strides {a['stride']}) spans {nbytes} bytes, over the "
+                f"{MAX_TENSOR_BYTES} bytes (1 TiB) one tensor of a suite shape may span "
+                "(ltx2k.workload.record.MAX_TENSOR_BYTES): more than any GPU holds"
+            )
+    try:
+        tensors = [
+            torch.empty_strided(a["shape"], a["stride"], dtype=dtypes[name], device="meta")
+            for name, a in args.items()
+        ]
+    except (RuntimeError, OverflowError) as e:  # sizes PyTorch cannot index
+        raise ValueError(f"sizes and strides no tensor can have: {e}") from None
+    _kernel_validate(kernel)(*(tensors[list(args).index(name)] for name in ARGS[kernel]))
+
+
+def _kernel_validate(kernel: str):
+    """The kernel's own argument validation (its public function's), by tensor arguments
+    in :data:`ARGS` order."""
+    from ltx2k.kernels import adaln, qknorm_rope, rope, rope_pair
+
+    def qknorm(*tensors):
+        return qknorm_rope._validate(*tensors, eps=cases.QK_NORM_EPS)
+
+    return {
+        "split_rope": rope._validate,
+        "ada_values9": adaln._validate,
+        "split_rope_pair": rope_pair._validate,
+        "qknorm_rope_pair": qknorm,
+    }[kernel]
+
+
+def _check_grid(kernel: str, shape) -> None:
+    """ValueError where a launch at *shape* would pass CUDA's 2**31 - 1 programs on the grid's
+    x axis (``ltx2k.kernels.adaln.MAX_PROGRAMS``), where the kernels index programs and tokens
+    in int32: split RoPE launches up to one program per token (``per_head``), a pair up to one
+    per token of q and of k (``row``, or ``tiled`` with tiles of one token), and AdaLN's grid
+    kernel (``adaln.GRID_ALGORITHMS``, the default variant among them) one per row, value and
+    column block, more than which it refuses."""
+    from ltx2k.kernels import adaln
+
+    if kernel == "ada_values9":
+        block_d, _ = adaln._grid_config(shape.D)
+        programs = shape.B * shape.S * adaln.N_VALUES * -(-shape.D // block_d)
+        what = (
+            f"B*S*9*ceil(D/{block_d}) = {programs} programs of the grid kernel "
+            f"({'/'.join(adaln.GRID_ALGORITHMS)}, the default among them)"
+        )
+    elif kernel == "split_rope":
+        programs = shape.B * shape.S
+        what = f"B*S = {programs} tokens, up to one program each"
+    else:
+        programs = shape.B * shape.Sq if shape.shared else shape.B * (shape.Sq + shape.Sk)
+        tokens = "B*Sq" if shape.shared else "B*(Sq + Sk)"
+        what = f"{tokens} = {programs} tokens of q and k, up to one program each"
+    if programs > adaln.MAX_PROGRAMS:
+        raise ValueError(
+            f"{what}: over CUDA's limit of {adaln.MAX_PROGRAMS} programs on a grid's x axis "
+            "(ltx2k.kernels.adaln.MAX_PROGRAMS)"
+        )
 
 
 @dataclass(frozen=True)
