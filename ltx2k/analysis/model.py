@@ -11,6 +11,9 @@ same object in the next.
 from __future__ import annotations
 
 import math
+import numbers
+import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +29,13 @@ EXIT_INCOMPLETE = 4
 # "suspected": a step seen on one run only and not far enough outside the noise to
 # flag; ``ltx2k confirm`` re-measuring the two commits is the next step.
 FLAGS = ("regression", "improvement", "suspected", "ok", "insufficient")
+STATUSES = ("regression", "ok", "insufficient")  # Report.status
+BASELINE_KINDS = ("commit", "branch", "last-n")  # Baseline.kind
+DIRECTIONS = ("regression", "improvement")  # StepInfo.direction
+TESTS = ("mann-whitney", "ci-overlap", "ratio-only", "change-point", "none")  # Cell.test
+# A commit as the results name it (ltx2k.history.fields checks each file's commit_hash so)
+# and as `git rev-parse` prints it.
+COMMIT_SHA = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
 def finite(x) -> float | None:
@@ -38,6 +48,119 @@ def finite(x) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
+
+
+# --- reading the JSON back: every field checked, errors name it -----------------------------
+#
+# ``from_json`` refuses what ``to_json`` would never write: a ValueError naming the field
+# (``rows[3].cells['h200'].flag``), what it must be and what it is. A report file comes
+# from another job or an editor; a wrong value must not reach the page builder, where it
+# shows as nonsense (the GPUs of "h200" are h, 2, 0, 0) or as an internal error.
+
+_MISSING = object()
+_SHOW = reprlib.Repr()
+_SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict, _SHOW.maxlevel = 60, 60, 4, 4, 2
+
+
+def _show(v) -> str:
+    """*v* for an error message, on one line and short: its type and a clipped repr."""
+    return "null" if v is None else f"{type(v).__name__} {_SHOW.repr(v)}"
+
+
+def _bad(where: str, what: str, v) -> ValueError:
+    return ValueError(f"{where} must be {what}, got {_show(v)}")
+
+
+def _at(where: str, key) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _get(d: Mapping, where: str, key: str, default=_MISSING):
+    """``d[key]``, or *default* where the key is absent (ValueError without one)."""
+    if key in d:
+        return d[key]
+    if default is _MISSING:
+        raise ValueError(f"{_at(where, key)} is missing")
+    return default
+
+
+def _object(v, where: str) -> Mapping:
+    if not isinstance(v, Mapping):
+        raise _bad(where, "an object", v)
+    for k in v:
+        if not isinstance(k, str):
+            raise _bad(where, "an object with string keys", k)
+    return v
+
+
+def _list(v, where: str, what: str = "a list") -> list | tuple:
+    if not isinstance(v, (list, tuple)):
+        raise _bad(where, what, v)
+    return v
+
+
+def _text(v, where: str, *, null: bool = False) -> str | None:
+    if v is None and null:
+        return None
+    if not isinstance(v, str):
+        raise _bad(where, "a string or null" if null else "a string", v)
+    return v
+
+
+def _texts(v, where: str) -> tuple[str, ...]:
+    return tuple(
+        _text(x, f"{where}[{i}]") for i, x in enumerate(_list(v, where, "a list of strings"))
+    )
+
+
+def _commit(v, where: str) -> str:
+    if not isinstance(v, str) or not COMMIT_SHA.fullmatch(v):
+        raise _bad(where, "a commit sha (4 to 64 hex digits)", v)
+    return v
+
+
+def _commits(v, where: str) -> tuple[str, ...]:
+    items = _list(v, where, "a list of commit shas")
+    return tuple(_commit(x, f"{where}[{i}]") for i, x in enumerate(items))
+
+
+def _is_bool(v) -> bool:
+    # numpy's bool is no subclass of bool, nor a number (a mapping built in memory may hold one)
+    return isinstance(v, bool) or (
+        type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_")
+    )
+
+
+def _number(v, where: str, *, null: bool = False) -> float | None:
+    """A finite number (never a bool), as a float; None where *null* allows it."""
+    if v is None and null:
+        return None
+    if isinstance(v, numbers.Real) and not _is_bool(v):
+        try:
+            x = float(v)
+        except (OverflowError, ValueError):
+            x = math.inf
+        if math.isfinite(x):
+            return x
+    raise _bad(where, "a finite number or null" if null else "a finite number", v)
+
+
+def _flag(v, where: str) -> bool:
+    if not _is_bool(v):
+        raise _bad(where, "true or false", v)
+    return bool(v)
+
+
+def _count(v, where: str) -> int:
+    if not isinstance(v, numbers.Integral) or _is_bool(v) or v < 0:
+        raise _bad(where, "a whole number >= 0", v)
+    return int(v)
+
+
+def _choice(v, where: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(v, str) or v not in allowed:
+        raise _bad(where, f"one of {list(allowed)}", v)
+    return v
 
 
 @dataclass(frozen=True)
@@ -74,18 +197,28 @@ class StepInfo:
         }
 
     @classmethod
-    def from_json(cls, d: Mapping) -> StepInfo:
-        ci = d.get("ci")
+    def from_json(cls, d: Mapping, where: str = "step") -> StepInfo:
+        """A step written by :meth:`to_json`; ValueError naming the field (*where* is
+        the step's own place in the report) if it is not one."""
+        d = _object(d, where)
+        ci = _get(d, where, "ci", None)
+        if ci is not None:
+            if not isinstance(ci, (list, tuple)) or len(ci) != 2:
+                raise _bad(_at(where, "ci"), "a list of 2 numbers or null", ci)
+            ci = tuple(_number(x, f"{_at(where, 'ci')}[{i}]", null=True) for i, x in enumerate(ci))
+            # to_json writes a bound that is not finite as null: no interval then
+            ci = None if None in ci else ci
+        p_value = _number(_get(d, where, "p_value", None), _at(where, "p_value"), null=True)
         return cls(
-            d["last_good"],
-            d["first_bad"],
-            tuple(d["range"]),
-            finite(d.get("ratio")),
-            (float(ci[0]), float(ci[1])) if ci and None not in ci else None,
-            float(d["p_value"]) if d.get("p_value") is not None else 1.0,
-            bool(d["persists"]),
-            int(d.get("runs_after", 0)),
-            d["direction"],
+            _commit(_get(d, where, "last_good"), _at(where, "last_good")),
+            _commit(_get(d, where, "first_bad"), _at(where, "first_bad")),
+            _commits(_get(d, where, "range"), _at(where, "range")),
+            _number(_get(d, where, "ratio", None), _at(where, "ratio"), null=True),
+            ci,
+            1.0 if p_value is None else p_value,
+            _flag(_get(d, where, "persists"), _at(where, "persists")),
+            _count(_get(d, where, "runs_after", 0), _at(where, "runs_after")),
+            _choice(_get(d, where, "direction"), _at(where, "direction"), DIRECTIONS),
         )
 
 
@@ -127,21 +260,35 @@ class Cell:
         }
 
     @classmethod
-    def from_json(cls, d: Mapping) -> Cell:
-        step = d.get("step")
+    def from_json(cls, d: Mapping, where: str = "cell") -> Cell:
+        """A cell written by :meth:`to_json` (or before its newer keys existed);
+        ValueError naming the field if it is not one."""
+        d = _object(d, where)
+
+        def number(key):
+            return _number(_get(d, where, key, None), _at(where, key), null=True)
+
+        def text(key):
+            return _text(_get(d, where, key, None), _at(where, key), null=True)
+
+        step = _get(d, where, "step", None)
+        earlier = _at(where, "earlier_steps")
         return cls(
-            d.get("ratio"),
-            d["flag"],
-            d.get("head"),
-            d.get("base"),
-            d.get("p_value"),
-            d.get("test", "none"),
-            StepInfo.from_json(step) if step else None,
-            tuple(StepInfo.from_json(s) for s in d.get("earlier_steps") or ()),
-            d.get("noise"),
-            d.get("gpu_uuid"),
-            d.get("verdict_of"),
-            d.get("why"),
+            number("ratio"),
+            _choice(_get(d, where, "flag"), _at(where, "flag"), FLAGS),
+            number("head"),
+            number("base"),
+            number("p_value"),
+            _choice(_get(d, where, "test", "none"), _at(where, "test"), TESTS),
+            None if step is None else StepInfo.from_json(step, _at(where, "step")),
+            tuple(
+                StepInfo.from_json(s, f"{earlier}[{i}]")
+                for i, s in enumerate(_list(_get(d, where, "earlier_steps", ()), earlier))
+            ),
+            number("noise"),
+            text("gpu_uuid"),
+            text("verdict_of"),
+            text("why"),
         )
 
 
@@ -179,18 +326,34 @@ class Row:
         }
 
     @classmethod
-    def from_json(cls, d: Mapping) -> Row:
+    def from_json(cls, d: Mapping, where: str = "row") -> Row:
+        """A row written by :meth:`to_json`; ValueError naming the field if it is not one.
+        ``launch`` is read from ``params``; the key, where present, is only checked."""
+        d = _object(d, where)
+
+        def text(key, default=_MISSING, *, null=False):
+            return _text(_get(d, where, key, default), _at(where, key), null=null)
+
+        params = []
+        at = _at(where, "params")
+        for i, p in enumerate(_list(_get(d, where, "params", ()), at)):
+            if not isinstance(p, (list, tuple)) or len(p) != 2:
+                raise _bad(f"{at}[{i}]", "a [name, value] pair of strings", p)
+            params.append((_text(p[0], f"{at}[{i}][0]"), _text(p[1], f"{at}[{i}][1]")))
+        text("launch", None, null=True)
+        at = _at(where, "cells")
+        cells = _object(_get(d, where, "cells", {}), at)
         return cls(
-            d["benchmark"],
-            d.get("kernel", ""),
-            d.get("metric", ""),
-            d.get("variant"),
-            d.get("shape"),
-            tuple((str(k), str(v)) for k, v in d.get("params", ())),
-            d.get("unit", ""),
-            bool(d.get("higher_is_better", False)),
-            float(d.get("threshold", 1.0)),
-            {m: Cell.from_json(c) for m, c in d.get("cells", {}).items()},
+            text("benchmark"),
+            text("kernel", ""),
+            text("metric", ""),
+            text("variant", None, null=True),
+            text("shape", None, null=True),
+            tuple(params),
+            text("unit", ""),
+            _flag(_get(d, where, "higher_is_better", False), _at(where, "higher_is_better")),
+            _number(_get(d, where, "threshold", 1.0), _at(where, "threshold")),
+            {m: Cell.from_json(c, f"{at}[{m!r}]") for m, c in cells.items()},
         )
 
 
@@ -255,27 +418,81 @@ class Report:
 
     @classmethod
     def from_json(cls, d: Mapping, *, source: str = "report") -> Report:
-        """A report written by :meth:`to_json`; ValueError naming *source* if it is not one."""
+        """A report written by :meth:`to_json`; ValueError naming *source* and the field
+        if it is not one, e.g. ``report is not an ltx2k regress report:
+        rows[3].cells['h200'].flag must be one of [...], got str 'weird'``.
+
+        Every field is checked: its type (a string, a list of strings, a finite number
+        or null, true or false, as the classes declare), its set of values where it has
+        one (:data:`STATUSES`, :data:`FLAGS`, :data:`TESTS`, :data:`DIRECTIONS`,
+        :data:`BASELINE_KINDS`), commits as shas, and what holds across fields of every
+        report regress writes: one cell per machine in each row, and status "regression"
+        exactly where a cell is flagged so. Keys that newer versions add are ignored;
+        the optional ones an older file lacks read as empty.
+        """
         try:
-            b = d["baseline"]
-            return cls(
-                d["head"],
-                Baseline(
-                    b["kind"],
-                    str(b["ref"]),
-                    tuple(b.get("commits", ())),
-                    {k: tuple(v) for k, v in b.get("commits_by_machine", {}).items()},
-                ),
-                d["status"],
-                tuple(d.get("machines", ())),
-                tuple(Row.from_json(r) for r in d["rows"]),
-                tuple(
-                    Problem(p.get("path", ""), p.get("machine"), p["kind"], p.get("message", ""))
-                    for p in d.get("problems", ())
-                ),
-                tuple(d.get("notes", ())),
-            )
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            return cls._from_json(d)
+        except ValueError as e:
+            raise ValueError(f"{source} is not an ltx2k regress report: {e}") from e
+        except (KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+            # Every field is checked above; this is a safety net, not a path a file takes.
             raise ValueError(
                 f"{source} is not an ltx2k regress report ({type(e).__name__}: {e})"
             ) from e
+
+    @classmethod
+    def _from_json(cls, d) -> Report:
+        if not isinstance(d, Mapping):
+            raise _bad("the report", "a JSON object", d)
+        d = _object(d, "the report")
+        head = _commit(_get(d, "", "head"), "head")
+        b = _object(_get(d, "", "baseline"), "baseline")
+        kind = _choice(_get(b, "baseline", "kind"), "baseline.kind", BASELINE_KINDS)
+        ref = _text(_get(b, "baseline", "ref"), "baseline.ref")
+        if kind == "last-n" and not (ref.isdecimal() and ref.isascii() and int(ref) >= 1):
+            raise _bad("baseline.ref", 'a whole number of commits >= 1 (kind "last-n")', ref)
+        by_machine = _object(
+            _get(b, "baseline", "commits_by_machine", {}), "baseline.commits_by_machine"
+        )
+        baseline = Baseline(
+            kind,
+            ref,
+            _commits(_get(b, "baseline", "commits", ()), "baseline.commits"),
+            {m: _commits(v, f"baseline.commits_by_machine[{m!r}]") for m, v in by_machine.items()},
+        )
+        status = _choice(_get(d, "", "status"), "status", STATUSES)
+        machines = _texts(_get(d, "", "machines", ()), "machines")
+        rows = tuple(
+            Row.from_json(r, f"rows[{i}]") for i, r in enumerate(_list(_get(d, "", "rows"), "rows"))
+        )
+        problems = []
+        for i, p in enumerate(_list(_get(d, "", "problems", ()), "problems")):
+            at = f"problems[{i}]"
+            p = _object(p, at)
+            problems.append(
+                Problem(
+                    _text(_get(p, at, "path", ""), f"{at}.path"),
+                    _text(_get(p, at, "machine", None), f"{at}.machine", null=True),
+                    _text(_get(p, at, "kind"), f"{at}.kind"),
+                    _text(_get(p, at, "message", ""), f"{at}.message"),
+                )
+            )
+        notes = _texts(_get(d, "", "notes", ()), "notes")
+
+        # What every report regress writes holds across fields: the Markdown and the counts
+        # read row.cells[m] for each machine m, the exit status and the badge follow status.
+        want = set(machines)
+        for i, row in enumerate(rows):
+            if set(row.cells) != want:
+                missing = sorted(want - set(row.cells))
+                extra = sorted(set(row.cells) - want)
+                raise ValueError(
+                    f"rows[{i}].cells must hold one cell per machine of machines "
+                    f"{sorted(want)}; missing: {missing}, not in machines: {extra}"
+                )
+        flagged = any(c.flag == "regression" for row in rows for c in row.cells.values())
+        if flagged and status != "regression":
+            raise _bad("status", "'regression' when a cell is flagged regression", status)
+        if status == "regression" and not flagged:
+            raise ValueError("status is 'regression' but no cell is flagged regression")
+        return cls(head, baseline, status, machines, rows, tuple(problems), notes)

@@ -515,7 +515,7 @@ def _load_report(regress_json) -> Report | None:
         )
     name = f"regress_json={os.fspath(regress_json)!r}"
     try:
-        data = json.loads(Path(regress_json).read_text(encoding="utf-8"))
+        data = parse_json(Path(regress_json).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ValueError(f"{name} cannot be read: {e}") from e
     return Report.from_json(data, source=name)
