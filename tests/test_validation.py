@@ -18,6 +18,7 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+import ltx2k
 from ltx2k import runtime
 from ltx2k.kernels import _checks, adaln, rope
 from ltx2k.workload import cases, reference, shapes
@@ -544,3 +545,31 @@ def test_ada_property(args, poison):
             assert out.shape == exp.shape and out.is_contiguous(), where
             assert not out.isnan().any(), f"unwritten output elements; {where}"
             assert torch.equal(out, exp), f"wrong result; {where}"
+
+
+@pytest.mark.parametrize("call", ["single", "pair", "fused"])
+def test_angles_past_32_bit_offsets_inside_a_token_are_refused(call):
+    """The kernels index a token's angles in 32 bits: a head-major cos/sin long enough to put
+    its last head past 2**31 is refused, naming the argument; the same angles laid out
+    token-major, and one token fewer than the limit, are accepted (meta tensors: no memory)."""
+    H, D = 32, 128
+    limit = 2**31 // ((H - 1) * (D // 2))  # tokens at which head H-1 starts past 2**31 - 1
+
+    def run(S: int, token_major: bool = False):
+        bf = torch.bfloat16
+        q = torch.empty(1, S, H * D, device="meta", dtype=bf)
+        if token_major:
+            cos = torch.empty(1, S, H, D // 2, device="meta", dtype=bf).transpose(1, 2)
+        else:
+            cos = torch.empty(1, H, S, D // 2, device="meta", dtype=bf)
+        w = torch.empty(H * D, device="meta", dtype=bf)
+        if call == "single":
+            return ltx2k.apply_ltx2_split_rotary_emb(q, cos, cos)
+        if call == "pair":
+            return ltx2k.apply_ltx2_split_rotary_emb_pair(q, q, cos, cos, cos, cos)
+        return ltx2k.ltx2_qknorm_split_rope_pair(q, q, w, w, cos, cos, cos, cos, 1e-6)
+
+    with pytest.raises(ValueError, match=r"cos: head 31 starts .* past the kernels' 32-bit"):
+        run(limit + 1)
+    run(limit + 1, token_major=True)
+    run(limit - 1)

@@ -138,7 +138,29 @@ def rope_operands(
             f"{cn}.shape[3] must be D/2 = {D // 2} ({xn}.shape[2]={HD}, H={H}), "
             f"got {cn} {tuple(cos.shape)}"
         )
+    for name, t in ((cn, cos), (sn, sin)):
+        angle_offsets(name, t, H, half)
     return B, S, H, D
+
+
+INT32_MAX = 2**31 - 1
+
+
+def angle_offsets(name: str, t: torch.Tensor, H: int, half: int) -> None:
+    """ValueError where the kernels' 32-bit offset inside a token would overflow for cos or
+    sin. They index a token's angles as ``head * stride(1) + column`` in 32 bits (the
+    token's own part is 64-bit): a head-major ``[B, H, S, D/2]`` layout's head stride is
+    S*D/2, so with enough tokens the last head lies past 2**31. (A stride that is itself
+    past 2**31 reaches the kernel as a 64-bit integer, and the product is 64-bit.)"""
+    stride = t.stride(1)
+    last = (H - 1) * stride + half - 1
+    if stride <= INT32_MAX < last:
+        raise ValueError(
+            f"{name}: head {H - 1} starts {last - half + 1} elements into its token "
+            f"({name}.stride(1)={stride}), past the kernels' 32-bit offsets inside a token "
+            f"(2**31 - 1); lay {name} out token-major, e.g. "
+            f"{name}.transpose(1, 2).contiguous().transpose(1, 2)"
+        )
 
 
 # Split RoPE's supported sizes (every kernel in its layout).

@@ -340,6 +340,8 @@ def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
             f"cos.shape[3] must be D/2 = {D // 2} (x.shape[2]={HD}, H={H}), "
             f"got cos {tuple(cos.shape)}"
         )
+    _checks.angle_offsets("cos", cos, H, half)
+    _checks.angle_offsets("sin", sin, H, half)
     return B, S, H, D
 
 
