@@ -173,3 +173,12 @@ def test_a_path_is_never_taken_for_a_machine_name_by_confirm_prepare(tmp_path):
         orchestrate._prepare(conf, tmp_path / "w", "../../victim", None)
     assert (tmp_path / "victim" / "f").exists()
     assert Path(tmp_path / "victim").is_dir()
+
+
+def test_regress_recent_with_baseline_is_refused(capsys, hist):
+    root, repo, _ = hist
+    rc, _, err = _cli(
+        capsys, "regress", "--results", root / "results", "--head", repo.commits[4],
+        "--baseline", repo.commits[0], "--recent", "2",
+    )  # fmt: skip
+    assert rc == 1 and "--recent applies to --last" in err

@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from ltx2k.report.markdown import render_markdown, summary_line
 
     check_results_dir(args.results)
+    if args.recent is not None and args.baseline is not None:
+        return fail("--recent applies to --last (a history's newest runs), not to --baseline")
     if (
         args.json
         and args.markdown
