@@ -237,11 +237,17 @@ def test_command_line_names_select_by_suffix_and_parameter_subset():
         ("", [], "--benchmark"),
         ("--all", [], "--benchmark"),
         ("X.y", ["variant"], "--param 'variant': expected NAME=VALUE"),
+        ("X.y", ["variant=a", "variant=b"], "--param variant: given twice ('a' and 'b')"),
     ],
 )
 def test_explicit_target_errors(bench, params, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         explicit_target(bench, "a", "b", params)
+
+
+def test_a_parameter_repeated_with_its_value_counts_once():
+    t = explicit_target("X.y", "a", "b", ["variant=a", "shape=S", "variant=a"])
+    assert t.params == (("variant", "a"), ("shape", "S"))
 
 
 # --- git: range -> bisect decision ------------------------------------------------------------
@@ -748,6 +754,27 @@ def test_dry_run_prints_the_commands_and_runs_nothing(repo, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "-m asv find" in err and "-m asv continuous" in err
     assert not (tmp_path / "work").exists()
+
+
+def test_dry_run_notes_names_the_suite_as_last_run_does_not_have(repo, tmp_path):
+    root, c = repo
+    results = root / "results"
+    results.mkdir()
+    described = {"version": 2, BENCH: {"unit": "seconds"},
+                 "bench_kernels.AdaValues9.time_device_cold": {"unit": "seconds"}}  # fmt: skip
+    (results / "benchmarks.json").write_text(json.dumps(described))
+    typo = explicit_target("SplitRope.time_devise_cold", c[1], c[4])
+    many = explicit_target("time_device_cold", c[1], c[4])
+    known = explicit_target("SplitRope.time_device_cold", c[1], c[4])
+    out = _run(repo, [typo, many, known], FakeAsv({}), tmp_path, dry_run=True)
+    notes = "\n".join(out.notes)
+    assert "SplitRope.time_devise_cold: no benchmark of this name" in notes
+    assert "time_device_cold: matches 2 benchmarks" in notes and "give the full name" in notes
+    assert len(out.notes) == 2  # the known name gets none
+    assert "no benchmark of this name" in render_markdown(out)
+    (results / "benchmarks.json").unlink()  # never run here: nothing to say, no error
+    out = _run(repo, [typo], FakeAsv({}), tmp_path, dry_run=True)
+    assert out.notes == [] and out.status == "dry-run"
 
 
 # --- CLI --------------------------------------------------------------------------------------

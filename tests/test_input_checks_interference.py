@@ -80,6 +80,16 @@ def test_an_unknown_family_is_an_error_naming_the_known_ones(tmp_path, capsys, d
     assert sorted(p.name for p in out.iterdir()) == ["policy.json"]
 
 
+def test_a_family_given_twice_is_an_error_and_writes_nothing(tmp_path, capsys, dirs):
+    out = _out(tmp_path)
+    rc, printed, err = _run(
+        capsys, dirs, out, "--family", "time_host_latency", "--family", "time_host_latency"
+    )
+    assert rc == cli.EXIT_ERROR and printed == ""
+    assert "--family 'time_host_latency' is given more than once" in _one_line(err)
+    assert (out / "policy.json").read_text() == OLD_POLICY
+
+
 def test_a_known_family_and_a_named_decide_are_followed(tmp_path, capsys, dirs):
     out = _out(tmp_path)
     rc, _, err = _run(
@@ -122,3 +132,5 @@ def test_the_library_refuses_before_writing(tmp_path):
         itf.analyse(conds, families=("time_device_cold", "nosuch"))
     with pytest.raises(ValueError, match=r"family=\['x'\] is not a metric family"):
         itf.analyse(conds, families=(["x"],))
+    with pytest.raises(ValueError, match=r"family='time_host_latency' is given more than once"):
+        itf.analyse(conds, families=["time_host_latency", "time_device_cold", "time_host_latency"])

@@ -92,3 +92,53 @@ def test_push_refuses_a_backoff_that_is_no_number_of_seconds(tmp_path, backoff):
     (results / "h200" / "machine.json").write_text("{}")
     with pytest.raises(ValueError, match=r"backoff must be a finite number of seconds >= 0"):
         push_results(str(tmp_path / "store"), results, backoff=backoff, log=None)
+
+
+@pytest.mark.parametrize("ratio", [math.nan, math.inf, 0.5, -1.0, True, "1.05"])
+def test_the_library_power_refuses_a_ratio_before_any_report(ratio):
+    from ltx2k.analysis import detection_power
+
+    # The records are never read: the ratio is refused when the call is made.
+    with pytest.raises(ValueError, match=r"ratios: .* is no device-time threshold ratio"):
+        detection_power.at_ratios([], [], [1.03, ratio])
+
+
+@pytest.mark.parametrize("seconds", [math.nan, math.inf, 0.0, -1.0])
+def test_quick_refuses_a_budget_that_is_no_number_of_seconds(seconds):
+    from ltx2k.measure import suite
+
+    with pytest.raises(ValueError, match=r"seconds must be a finite number > 0"):
+        next(suite.quick_rows(seconds=seconds))
+    with pytest.raises(TypeError, match=r"seconds must be a number of seconds, got str"):
+        next(suite.quick_rows(seconds="0.2"))
+
+
+class _FakeClock:
+    """A clock where each call of run() costs *cost* seconds of (fake) wall time."""
+
+    def __init__(self, monkeypatch, cost):
+        from ltx2k.measure import device_time
+
+        self.now = 0.0
+        self.cost = cost
+        monkeypatch.setattr(device_time.time, "perf_counter", lambda: self.now)
+
+    def __call__(self):
+        return self.now
+
+    def run(self):
+        self.now += self.cost
+
+
+def test_the_time_budget_sets_how_many_samples_are_taken(monkeypatch):
+    from ltx2k.measure import device_time
+
+    clock = _FakeClock(monkeypatch, 0.001)
+    assert len(device_time.device_times(clock, samples=5)) == 5  # no budget: the minimum
+    got = device_time.sampled(clock, clock.run, 5, seconds=0.1)
+    assert 95 <= len(got) <= 105 and all(v == pytest.approx(0.001) for v in got)
+    slow = _FakeClock(monkeypatch, 1.0)  # a sample longer than the budget: the minimum
+    assert len(device_time.sampled(slow, slow.run, 3, seconds=0.1)) == 3
+    assert len(device_time.sampled(clock, clock.run, 1, seconds=1e9, max_samples=50)) == 50
+    with pytest.raises(ValueError, match=r"seconds must be a finite number > 0, got nan"):
+        device_time.sampled(clock, clock.run, 1, seconds=math.nan)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -252,10 +253,24 @@ def at_ratios(
 ) -> Iterator[tuple[str, PowerReport]]:
     """(label, report) for each device-time threshold ratio (none given: the default's).
 
-    A generator, so that a caller can show each report while the next is computed;
+    An iterator, so that a caller can show each report while the next is computed
+    (every ratio is checked first);
     *kwargs* go to :func:`detection_power`.
     """
-    for ratio in list(ratios) or [None]:
+    ratios = list(ratios)
+    for ratio in ratios:
+        # Checked before the first report: a generator would otherwise fail half-way.
+        ok = isinstance(ratio, (int, float)) and not isinstance(ratio, bool)
+        if not (ok and math.isfinite(ratio) and ratio >= 1.0):
+            raise ValueError(
+                f"ratios: {ratio!r} is no device-time threshold ratio "
+                "(a finite number >= 1.0; 1.05 = 5% worse)"
+            )
+    return _reports_at(run_a, run_b, ratios, kwargs)
+
+
+def _reports_at(run_a, run_b, ratios, kwargs) -> Iterator[tuple[str, PowerReport]]:
+    for ratio in ratios or [None]:
         thresholds = device_time_thresholds(ratio)
         report = detection_power(run_a, run_b, thresholds=thresholds, **kwargs)
         yield f"threshold {thresholds.ratio_for('x.time_device_cold')}", report

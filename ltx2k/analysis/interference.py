@@ -328,6 +328,11 @@ def check_families(families: Sequence[str], conditions: Mapping[str, Sequence[Re
             raise ValueError(
                 f"family={family!r} is not a metric family (known: {', '.join(known)})"
             )
+    twice = [f for i, f in enumerate(families) if f in families[:i]]
+    if twice:
+        # Each family is one row of the report and one entry of the policy: twice would
+        # count its cells twice in the family's verdict.
+        raise ValueError(f"family={twice[0]!r} is given more than once")
 
 
 def check_decide(decide: str, compared: Sequence[str]) -> None:

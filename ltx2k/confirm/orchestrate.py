@@ -26,10 +26,11 @@ a CUDA context held open on a GPU, the config's launch method and env plugin.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,6 +131,8 @@ def confirm(
         plans.append(plan(t, repo, what=what))
     if not plans:
         return outcome
+    if dry_run:
+        outcome.notes.extend(unmatched_in_suite(chosen, results_dir(conf_src)))
     conf = conf_src if dry_run else _prepare(conf_src, work, machine, setup)
 
     ctx = _Context(conf, repo, machine, env, runner or stream, thresholds, rounds, dry_run)
@@ -141,6 +144,36 @@ def confirm(
     records = (load or _load_results)(results_dir(conf))
     _judge_pairs(ctx, pairs, measured, records, outcome)
     return outcome
+
+
+def unmatched_in_suite(targets: Sequence[Target], results: Path) -> list[str]:
+    """What a dry run can say of the names before asv runs: targets whose name matches no
+    benchmark, or several, of the suite as last run into *results* (its benchmarks.json).
+    Notes, not errors: the suite at the target commits may differ from the last run's."""
+    try:
+        described = json.loads((results / "benchmarks.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(described, dict):
+        return []
+    names = [n for n, v in described.items() if isinstance(v, dict)]
+    if not names:
+        return []
+    notes = []
+    for t in targets:
+        hits = [n for n in names if replace(t, params=None).matches(n, ())]
+        if not hits:
+            notes.append(
+                f"{t.label}: no benchmark of this name in {results / 'benchmarks.json'} "
+                "(the suite as last run here); asv will say whether the commits have one"
+            )
+        elif len(hits) > 1 and not t.exact:
+            notes.append(
+                f"{t.label}: matches {len(hits)} benchmarks of the suite as last run here "
+                f"({', '.join(sorted(hits)[:3])}{', ...' if len(hits) > 3 else ''}); "
+                "asv will refuse it: give the full name"
+            )
+    return notes
 
 
 def _checked_options(rounds, max_cells, thresholds) -> Thresholds:

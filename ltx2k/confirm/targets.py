@@ -195,7 +195,15 @@ def explicit_target(benchmark: str, good: str, bad: str, params: Sequence[str] =
         name, sep, value = spec.partition("=")
         if not sep or not name or not value:
             raise ValueError(f"--param {spec!r}: expected NAME=VALUE, e.g. variant=blocked")
-        pairs.append((name, value))
+        seen = dict(pairs)
+        if name in seen and seen[name] != value:
+            # A cell has one value per parameter: both would select nothing.
+            raise ValueError(
+                f"--param {name}: given twice ({seen[name]!r} and {value!r}); "
+                "a benchmark cell has one value per parameter"
+            )
+        if name not in seen:
+            pairs.append((name, value))
     return Target(
         benchmark=benchmark.strip(),
         params=tuple(pairs) if pairs else None,

@@ -22,6 +22,7 @@ launch gaps too (~12 us vs ~4 us for RoPE B1_S1024, measured on the H200).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,15 +169,34 @@ class WallClock:
         return sum(self.samples)
 
 
-def device_times(clock, samples: int = 30) -> list[float]:
+def device_times(clock, samples: int = 30, seconds: float | None = None) -> list[float]:
     """Per-launch device seconds, one value per replay (for the CLI and pytest-benchmark).
 
-    ``clock`` is a DeviceClock or WallClock: callable, with a ``run()`` method."""
+    ``clock`` is a DeviceClock or WallClock: callable, with a ``run()`` method.
+    """
+    return sampled(clock, clock.run, samples, seconds)
+
+
+def sampled(
+    timer: Callable[[], float],
+    run: Callable[[], Any],
+    samples: int,
+    seconds: float | None = None,
+    max_samples: int = 10_000,
+) -> list[float]:
+    """``timer()`` differences around *samples* calls of ``run()``; with *seconds*, calls go
+    on past *samples* until that much wall time has passed (at most *max_samples*): a time
+    budget, whatever one call costs on this device."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
     out = []
-    last = clock()
-    for _ in range(samples):
-        clock.run()
-        now = clock()
+    start = time.perf_counter()
+    last = timer()
+    while len(out) < samples or (
+        seconds is not None and len(out) < max_samples and time.perf_counter() - start < seconds
+    ):
+        run()
+        now = timer()
         out.append(now - last)
         last = now
     return out

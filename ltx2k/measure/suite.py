@@ -10,6 +10,7 @@ dominate the suite's cost.
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -153,10 +154,17 @@ def forget() -> None:
     _CACHE.clear()
 
 
-def device_seconds(kernel: str, variant: str, shape, cold: bool = True, samples: int = 20) -> float:
-    """Median per-launch device time."""
+def device_seconds(
+    kernel: str,
+    variant: str,
+    shape,
+    cold: bool = True,
+    samples: int = 20,
+    seconds: float | None = None,
+) -> float:
+    """Median per-launch device time: *samples* replays, more while *seconds* last."""
     timed = prepare(kernel, variant, shape, "device_cold" if cold else "device_warm")
-    return statistics.median(device_time.device_times(timed.timer, samples=samples))
+    return statistics.median(device_time.device_times(timed.timer, samples, seconds))
 
 
 def pct_of_copy_bandwidth(kernel: str, shape, seconds: float, bw: float | None = None) -> float:
@@ -236,15 +244,16 @@ def host_calibrated(kernel: str, variant: str, shape, processes: int | None = No
 
 
 def host_seconds(
-    kernel: str, variant: str, shape, samples: int = 10, launch: str = "auto"
+    kernel: str,
+    variant: str,
+    shape,
+    samples: int = 10,
+    launch: str = "auto",
+    seconds: float | None = None,
 ) -> float:
+    """Median host latency per call: *samples* batches, more while *seconds* last."""
     timed = prepare(kernel, variant, shape, "host", launch)
-    vals = []
-    for _ in range(samples):
-        t0 = timed.timer()
-        timed.run()
-        vals.append(timed.timer() - t0)
-    return statistics.median(vals)
+    return statistics.median(device_time.sampled(timed.timer, timed.run, samples, seconds))
 
 
 QUICK_COLUMNS = ("kernel", "variant", "shape", "cold us", "warm us", "host us", "%copyBW", "allocs")
@@ -252,7 +261,14 @@ QUICK_COLUMNS = ("kernel", "variant", "shape", "cold us", "warm us", "host us", 
 
 def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
     """Time every variant now (no asv), yielding one row of ``QUICK_COLUMNS`` per case
-    as soon as it is measured (``ltx2k quick`` prints them as they come)."""
+    as soon as it is measured (``ltx2k quick`` prints them as they come).
+
+    *seconds* is each measurement's time budget (cold, warm and host apart): samples
+    go on past the minimum until it is spent."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"seconds must be a number of seconds, got {type(seconds).__name__}")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
     on_gpu = _on_gpu()
     n = 20 if on_gpu else 2
     for kernel, spec in cases.KERNELS.items():
@@ -265,9 +281,9 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
                 if variant in variants.COMPILED_VARIANTS and not on_gpu:
                     continue  # inductor's CPU C++ build takes minutes; a GPU-only peer
                 try:
-                    cold = device_seconds(kernel, variant, shape, True, samples=n)
-                    warm = device_seconds(kernel, variant, shape, False, samples=n)
-                    hst = host_seconds(kernel, variant, shape, samples=3 if not on_gpu else 10)
+                    cold = device_seconds(kernel, variant, shape, True, n, seconds)
+                    warm = device_seconds(kernel, variant, shape, False, n, seconds)
+                    hst = host_seconds(kernel, variant, shape, 10 if on_gpu else 3, seconds=seconds)
                     pct = pct_of_copy_bandwidth(kernel, shape, cold)
                     al = allocations(kernel, variant, shape)
                 except cases.VariantUnavailable:
