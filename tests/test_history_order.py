@@ -124,6 +124,23 @@ def H_record(commit: str, date: int):
     )
 
 
+def test_the_machines_table_names_the_latest_commit_in_git_order(repo):
+    from ltx2k.report import page
+
+    old, tip = repo.commits[0], repo.commits[4]
+    day = 86_400_000
+    # The old commit re-run after the tip: newest by date, not the GPU's latest commit.
+    records = [H_record(tip, 1 * day), H_record(old, 2 * day)]
+    html = page.render_summary(
+        records=records, problems=[], report=None, images={}, order=list(repo.commits[:5])
+    )
+    row = html[html.index(f'<tr data-machine="{A}"') :].split("</tr>")[0]
+    assert f"<code>{tip[:8]}</code> 1970-01-02" in row and old[:8] not in row
+    by_date = page.render_summary(records=records, problems=[], report=None, images={})
+    row = by_date[by_date.index(f'<tr data-machine="{A}"') :].split("</tr>")[0]
+    assert f"<code>{old[:8]}</code> 1970-01-03" in row  # without git: the dates' order
+
+
 def test_without_git_the_order_by_dates_is_said(repo, tmp_path):
     results = H.write(_history(6, 5), tmp_path, _rebased(repo, 6, 1, 2))
     report = regress.triage(results, repo.commits[5], last=20, log=io.StringIO())

@@ -25,6 +25,7 @@ from ltx2k.analysis.model import Cell, Report, Row, StepInfo
 from ltx2k.history.records import QUIET_KINDS
 from ltx2k.report import firstscreen, links, plots
 from ltx2k.report.markdown import format_step, format_value
+from ltx2k.report.plots.data import latest_per_machine
 from ltx2k.workload.variants import BASELINE_VARIANT
 
 SUMMARY_HTML = "summary.html"
@@ -57,7 +58,7 @@ def all_machines(
     return sorted(names)
 
 
-def _machines_table(machines, records, problems, machines_info) -> str:
+def _machines_table(machines, records, problems, machines_info, order=None) -> str:
     info = {r.machine: r.machine_info for r in records if getattr(r, "machine_info", None)}
     info.update({m: i for m, i in (machines_info or {}).items() if i})
     by_machine = defaultdict(list)
@@ -83,10 +84,11 @@ def _machines_table(machines, records, problems, machines_info) -> str:
         if issues.get(m):
             status += " (" + ", ".join(_e(k) for k in sorted(set(issues[m]))) + ")"
         fields = "".join(f"<td>{_e(info.get(m, {}).get(f, ''))}</td>" for f in MACHINE_FIELDS)
-        latest = max(((r.date, r.commit) for r in recs), default=None)
-        latest_txt = (
-            f"<code>{_e(latest[1][:8])}</code> {_e(_date(latest[0]))}" if latest else "&mdash;"
-        )
+        # Latest in git's order where known, as the figures and the first screen place
+        # commits: a re-run of an old commit is not the GPU's latest.
+        latest = latest_per_machine(recs, order).get(m)
+        when = max((r.date for r in recs if r.commit == latest), default=None)
+        latest_txt = f"<code>{_e(latest[:8])}</code> {_e(_date(when))}" if latest else "&mdash;"
         n_commits = len({r.commit for r in recs})
         cls = ' class="machine-broken"' if broken else ""
         rows.append(
@@ -355,11 +357,13 @@ def render_summary(
     title: str = "ltx2k performance summary",
     commit_base: str | None = None,
     provenance: firstscreen.Provenance | None = None,
+    order: Sequence[str] | None = None,
 ) -> str:
     """The page's HTML. ``images`` maps section ("matrix", "history", "speedup",
     "bandwidth", "roofline", "cross_gpu") to ``(relative src, alt text)`` pairs.
     ``commit_base`` is the commit-link prefix (:func:`ltx2k.report.links.commit_url_base`),
-    ``provenance`` names the result files values come from."""
+    ``provenance`` names the result files values come from; ``order`` is git's history of
+    the commits, oldest first, where known (the machines table's latest commit)."""
     generated = generated or _dt.datetime.now(_dt.timezone.utc)
     machines = all_machines(records, problems, report, machines_info)
     matrix_img = (images.get("matrix") or [(None, "")])[0][0]
@@ -383,7 +387,7 @@ def render_summary(
         colour_regression=plots.FLAG_COLOURS[plots.FLAG_REGRESSION],
         colour_improvement=plots.FLAG_COLOURS[plots.FLAG_IMPROVEMENT],
         colour_insufficient=plots.FLAG_COLOURS[plots.FLAG_INSUFFICIENT],
-        machines=_machines_table(machines, records, problems, machines_info),
+        machines=_machines_table(machines, records, problems, machines_info, order),
         matrix=_matrix_section(report, machines, matrix_img, commit_base),
         history=_figures(images.get("history", ())),
         speedup=_figures(images.get("speedup", ())),
@@ -499,6 +503,7 @@ def build_summary(
         title=title,
         commit_base=commit_base,
         provenance=provenance,
+        order=order,
     )
     path = html_dir / SUMMARY_HTML
     path.write_text(page, encoding="utf-8")
