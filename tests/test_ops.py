@@ -83,10 +83,11 @@ def test_rope_backward_rounds_each_product_as_eager_autograd():
     two differ (0 against 2**-14 in gx1) while rounding down exactly, so the interpreter's
     truncation and eager's round-to-nearest agree: the test fails for the fused order."""
     shape = shapes.RopeShape(1, 1, 1, 2)
-    x = torch.tensor([[[3.0, 5.0]]], dtype=torch.bfloat16, requires_grad=True)
-    cos = torch.ones((1, 1, 1, 1), dtype=torch.bfloat16)
-    sin = torch.full((1, 1, 1, 1), 1 + 2**-7, dtype=torch.bfloat16)
-    g = torch.tensor([[[-(1 + 2**-6), 1 + 2**-7]]], dtype=torch.bfloat16)
+    bf16 = {"dtype": torch.bfloat16, "device": DEVICE}
+    x = torch.tensor([[[3.0, 5.0]]], **bf16, requires_grad=True)
+    cos = torch.ones((1, 1, 1, 1), **bf16)
+    sin = torch.full((1, 1, 1, 1), 1 + 2**-7, **bf16)
+    g = torch.tensor([[[-(1 + 2**-6), 1 + 2**-7]]], **bf16)
     assert tuple(x.shape) == (shape.B, shape.S, shape.H * shape.D)
     (got,) = torch.autograd.grad(ltx2k.apply_ltx2_split_rotary_emb(x, cos, sin), x, g)
     (want,) = torch.autograd.grad(reference.split_rotary_reference(x, cos, sin), x, g)

@@ -312,8 +312,11 @@ def test_launch_config_covers_every_head_and_token_once(variant):
 def test_kernel_launched_with_variant_config(variant, shape, record_launch):
     B, S, H, D = shape
     recorder = record_launch(rope, "_split_rope_kernel")
-    rope.apply_ltx2_split_rotary_emb(*rope_inputs(*shape, seed=0), variant=variant)
-    cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H, D, B * S, 1)
+    x, cos, sin = rope_inputs(*shape, seed=0)
+    rope.apply_ltx2_split_rotary_emb(x, cos, sin, variant=variant)
+    # The device's SM count, as the launcher asks (one in the interpreter): the tiled
+    # configurations size token blocks by it.
+    cfg = rope.ALGORITHMS[rope.CALLS[(variant, "auto")][0]](H, D, B * S, rope._num_sms(x.device))
     [(grid, meta)] = recorder.launches
     assert grid == (B * S // cfg.block_tokens, cfg.head_blocks)
     assert meta["BLOCK_TOKENS"] == cfg.block_tokens
