@@ -149,3 +149,62 @@ def test_cli_bad_ratio_is_named(monkeypatch, capsys):
     assert e.value.code != 0 and "--ratio" in capsys.readouterr().err
     assert cli.main(["power", "A", "B", "--ratio", "0.9"]) != 0
     assert "ratio >= 1.0" in capsys.readouterr().err
+
+
+# --- partial, uneven runs: what a runner that was killed or failed cells leaves --------------
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_CELL = st.fixed_dictionaries(
+    {
+        "in_a": st.booleans(),
+        "in_b": st.booleans(),
+        "failed_a": st.booleans(),  # asv wrote null: the cell failed or timed out
+        "failed_b": st.booleans(),
+        "samples_a": st.sampled_from(["all", "none", "one-null"]),
+        "copied": st.booleans(),  # B kept A's result: the cell was not re-run
+        "us": st.floats(1.0, 500.0),
+    }
+)
+
+
+def _side(rec: Record, failed: bool, samples: str) -> Record:
+    if failed:
+        return _replace(rec, value=None, ci_99=None, q_25=None, q_75=None, samples=None)
+    if samples == "none":  # a run without --record-samples
+        return _replace(rec, samples=None)
+    if samples == "one-null":
+        return _replace(rec, samples=(None, *rec.samples[1:]))
+    return rec
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_CELL, min_size=1, max_size=8))
+def test_partial_runs_give_a_report_of_the_cells_both_measured_or_a_named_error(cells):
+    run_a, run_b, usable = [], [], set()
+    for i, c in enumerate(cells):
+        shape = f"S{i}"
+        a = _side(record(c["us"], i, shape=shape), c["failed_a"], c["samples_a"])
+        b = a if c["copied"] else _side(record(c["us"], 100 + i, shape=shape), c["failed_b"], "all")
+        if c["in_a"]:
+            run_a.append(a)
+        if c["in_b"]:
+            run_b.append(b)
+        both = c["in_a"] and c["in_b"] and a.value is not None and b.value is not None
+        if both and a.value >= 10e-6 and not c["copied"]:
+            usable.add(shape)
+    try:
+        rep = detection_power.detection_power(run_a, run_b, deltas=(0.05, 0.5))
+    except ValueError as e:
+        # Only where no cell could be paired, and the message says which way.
+        assert not usable, (usable, e)
+        assert "re-run" in str(e) or "share exactly one" in str(e)
+        return
+    got = {label.split()[-1] for label in rep.benchmarks}
+    assert got == usable
+    labels = set(rep.benchmarks)
+    assert set(rep.false_flags) <= labels
+    assert all(set(p.flagged) <= labels and p.total == len(labels) for p in rep.points)

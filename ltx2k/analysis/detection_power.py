@@ -114,8 +114,8 @@ def pair_runs(
 ) -> tuple[str, str, list[tuple[Record, Record]]]:
     """The cells measured in both runs of one (machine, commit), re-run in B, base >= min_value.
 
-    Cells whose samples are identical in A and B were not re-run (B is a copy
-    of A for them) and are left out: they would fake perfect stability.
+    Cells whose result is identical in A and B were not re-run (B is a copy
+    of A for them, :func:`_not_rerun`) and are left out: they would fake perfect stability.
     ``exclude``: fnmatch globs over "benchmark variant shape" labels.
     """
     a_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_a}
@@ -140,7 +140,7 @@ def pair_runs(
             continue
         if a.value is None or b.value is None or a.value < min_value:
             continue
-        if a.samples is not None and a.samples == b.samples:
+        if _not_rerun(a, b):
             continue
         if any(fnmatch.fnmatchcase(_label(a.benchmark, a.params), g) for g in exclude):
             continue
@@ -151,6 +151,14 @@ def pair_runs(
             f"{min_value:g} was re-run in the second run"
         )
     return mach, sha, pairs
+
+
+def _not_rerun(a: Record, b: Record) -> bool:
+    """B holds A's own result: the same samples, or without samples (a run without
+    --record-samples) the same value, interval and quartiles."""
+    if a.samples is not None or b.samples is not None:
+        return a.samples == b.samples
+    return (a.value, a.ci_99, a.q_25, a.q_75) == (b.value, b.ci_99, b.q_25, b.q_75)
 
 
 def _flags_one_way(pairs, factor: float, thresholds: Thresholds) -> set[str]:
