@@ -7,9 +7,12 @@ follows from the noise and the threshold, not from echoed outputs.
 from __future__ import annotations
 
 import json
+from dataclasses import replace as _replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ltx2k import cli
 from ltx2k.analysis import detection_power
@@ -152,11 +155,6 @@ def test_cli_bad_ratio_is_named(monkeypatch, capsys):
 
 
 # --- partial, uneven runs: what a runner that was killed or failed cells leaves --------------
-
-from dataclasses import replace as _replace  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _CELL = st.fixed_dictionaries(
     {
