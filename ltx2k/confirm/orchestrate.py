@@ -26,7 +26,6 @@ a CUDA context held open on a GPU, the config's launch method and env plugin.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -150,13 +149,9 @@ def unmatched_in_suite(targets: Sequence[Target], results: Path) -> list[str]:
     """What a dry run can say of the names before asv runs: targets whose name matches no
     benchmark, or several, of the suite as last run into *results* (its benchmarks.json).
     Notes, not errors: the suite at the target commits may differ from the last run's."""
-    try:
-        described = json.loads((results / "benchmarks.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    if not isinstance(described, dict):
-        return []
-    names = [n for n, v in described.items() if isinstance(v, dict)]
+    from ltx2k.history.records import load_benchmarks_json
+
+    names = list(load_benchmarks_json(results, []))  # missing or unusable: nothing to say
     if not names:
         return []
     notes = []

@@ -146,7 +146,7 @@ def load_results(
         raise ValueError(f"results_dir={os.fspath(results_dir)!r} is not a directory")
 
     problems: list[Problem] = []
-    benchmarks = _load_benchmarks_json(root, problems)
+    benchmarks = load_benchmarks_json(root, problems)
     records: list[Record] = []
     unknown: dict[str, str] = {}
     machine_dirs = []
@@ -223,7 +223,9 @@ def _read(path: Path, machine: str | None, problems: list[Problem], what: str, v
         return None
 
 
-def _load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
+def load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
+    """Benchmark name -> its description in *root*'s benchmarks.json ({} when it is missing
+    or unusable, said in *problems*)."""
     path = root / "benchmarks.json"
     if not os.path.lexists(path):
         problems.append(
