@@ -115,6 +115,13 @@ def test_without_decide_and_without_the_suite_condition_no_policy_is_claimed(
     assert "no policy.json" in err and "--decide" in err and "earlier run" in err
     wrote = next(ln for ln in err.splitlines() if ln.startswith("wrote "))
     assert "policy.json" not in wrote
+    # The old file says where it came from, or that it is no policy at all.
+    (out / "policy.json").write_text('{"exclusive": [], "machine": "a100", "commit": "0123456789"}')
+    _, _, err = _run(capsys, dirs, out, conditions=("alone", "concurrent-load"))
+    assert "earlier run's, measured on a100 at commit 01234567" in err
+    (out / "policy.json").write_text("not json")
+    _, _, err = _run(capsys, dirs, out, conditions=("alone", "concurrent-load"))
+    assert "earlier run's and unreadable as a policy" in err and "Traceback" not in err
 
 
 def test_the_library_refuses_before_writing(tmp_path):

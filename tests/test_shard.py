@@ -358,6 +358,22 @@ def test_policy_load_and_validation(tmp_path):
         partition.Policy.load(p)
 
 
+def test_a_policy_file_keeps_where_it_was_measured(tmp_path):
+    p = tmp_path / "policy.json"
+    p.write_text(json.dumps({"exclusive": [], "machine": "h100", "commit": "abcdef0123"}))
+    pol = partition.Policy.load(p)
+    assert (pol.machine, pol.commit) == ("h100", "abcdef0123")
+    assert pol.mismatch("h100") is None
+    why = pol.mismatch("a100")
+    assert "'h100' at commit abcdef01" in why and "'a100'" in why
+    assert partition.Policy().mismatch("a100") is None  # no file: nothing to compare
+    for bad in ({"machine": 3}, {"machine": ""}, {"commit": ["x"]}):
+        p.write_text(json.dumps({"exclusive": [], **bad}))
+        field = next(iter(bad))
+        with pytest.raises(ValueError, match=f"'{field}' must be a non-empty string"):
+            partition.Policy.load(p)
+
+
 def test_policy_from_options_maps_each_flag(tmp_path):
     """shard-run's three flags, one at a time, and none: each gives its own list."""
     host = "bench_kernels.SplitRope.time_host_latency"
@@ -813,7 +829,11 @@ def test_dry_run_prints_the_split(tmp_path, monkeypatch, capsys):
             **policy,
         )
         assert rc == 0
-        return capsys.readouterr().out.splitlines()
+        captured = capsys.readouterr()
+        errs.append(captured.err)
+        return captured.out.splitlines()
+
+    errs = []
 
     out = dry()
     newest_first = list(reversed(cs))[:3]
@@ -821,6 +841,14 @@ def test_dry_run_prints_the_split(tmp_path, monkeypatch, capsys):
     assert out[1].split()[2:] == [newest_first[1][:8]]
     assert out[2].startswith("exclusive: [];")  # the measured default: nothing waits
     assert re.search(r"time_host_latency", dry(policy=HOST_EXCLUSIVE)[2])
+    # A policy measured on another GPU model: said before the split, and the split shown.
+    other = partition.Policy((), machine="a100", commit=cs[0])
+    out = dry(policy=other)
+    assert out[2].startswith("exclusive: [] (measured on a100);")
+    assert "warning: the policy was measured on machine 'a100'" in errs[-1]
+    assert "'h200'" in errs[-1]
+    dry(policy=partition.Policy((), machine="h200"))
+    assert "warning" not in errs[-1]
 
 
 # --- end to end: real asv on the CPU interpreter, two fake GPUs ------------------------------

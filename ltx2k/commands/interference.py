@@ -63,8 +63,21 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"ltx2k interference: no policy.json written: no condition "
             f"{interference.SUITE_CONDITION!r} to follow; pass --decide NAME (one of "
-            f"{', '.join(compared)})" + (f"; {old} is an earlier run's" if old.exists() else ""),
+            f"{', '.join(compared)})" + (f"; {_earlier(old)}" if old.exists() else ""),
             file=sys.stderr,
         )
     print(f"wrote {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     return EXIT_OK
+
+
+def _earlier(path: Path) -> str:
+    """What the policy.json already in --out is, so it is not taken for this run's."""
+    from ltx2k.runner.partition import Policy
+
+    try:
+        pol = Policy.load(path)
+    except ValueError:
+        return f"{path} is an earlier run's and unreadable as a policy"
+    at = f" at commit {pol.commit[:8]}" if pol.commit else ""
+    on = f", measured on {pol.machine}{at}" if pol.machine else ""
+    return f"{path} is an earlier run's{on}"

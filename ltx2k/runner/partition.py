@@ -56,9 +56,16 @@ def split_commits(commits: Sequence[str], n: int) -> list[tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class Policy:
-    """Which benchmarks run one GPU at a time: regexes searched in the benchmark name."""
+    """Which benchmarks run one GPU at a time: regexes searched in the benchmark name.
+
+    *machine* and *commit*: where ``ltx2k interference`` measured it (None for a policy
+    given on the command line or the default). Interference is a property of a host, so
+    a policy measured on one machine says little about another's.
+    """
 
     exclusive: tuple[str, ...] = DEFAULT_EXCLUSIVE
+    machine: str | None = None
+    commit: str | None = None
 
     def __post_init__(self):
         if isinstance(self.exclusive, str) or not all(isinstance(x, str) for x in self.exclusive):
@@ -85,7 +92,27 @@ class Policy:
             raise ValueError(
                 f"policy file {os.fspath(path)!r} must hold an object with an 'exclusive' list"
             )
-        return cls(tuple(data["exclusive"]))
+        where = {}
+        for field in ("machine", "commit"):
+            value = data.get(field)
+            if value is not None and not (isinstance(value, str) and value):
+                raise ValueError(
+                    f"policy file {os.fspath(path)!r}: {field!r} must be a non-empty string, "
+                    f"got {value!r}"
+                )
+            where[field] = value
+        return cls(tuple(data["exclusive"]), **where)
+
+    def mismatch(self, machine: str) -> str | None:
+        """Why this policy may not describe *machine* (measured on another), or None."""
+        if self.machine is None or self.machine == machine:
+            return None
+        at = f" at commit {self.commit[:8]}" if self.commit else ""
+        return (
+            f"the policy was measured on machine {self.machine!r}{at}, this runner is "
+            f"{machine!r}: interference is a property of the host; run `ltx2k interference` "
+            f"on this runner for its own policy"
+        )
 
 
 def policy_from_options(

@@ -374,6 +374,9 @@ def run(
     chosen = select_gpus(list_gpus() if gpu_list is None else gpu_list, gpus)
     if machine is None:
         machine = identify_pinned(chosen[0], os.environ)
+    mismatch = policy.mismatch(machine)
+    if mismatch:
+        print(f"ltx2k shard-run: warning: {mismatch}", file=sys.stderr)
     commits = resolve_commits(conf, args, dest, machine)
     if not commits:
         print("ltx2k shard-run: nothing to benchmark in this range", file=sys.stderr)
@@ -381,7 +384,8 @@ def run(
     if dry_run:
         for g, c in zip(chosen, split_commits(commits, len(chosen)), strict=True):
             print(f"{g.label} {g.uuid}: {' '.join(x[:8] for x in c) or '(idle)'}")
-        print(f"exclusive: {list(policy.exclusive)}; asv args: {list(args.passthrough)}")
+        source = f" (measured on {policy.machine})" if policy.machine else ""
+        print(f"exclusive: {list(policy.exclusive)}{source}; asv args: {list(args.passthrough)}")
         return 0
     launcher = AsvLauncher(config, machine, args.passthrough)
     cpu = machine == machine_mod.CPU_MACHINE
