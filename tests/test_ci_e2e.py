@@ -396,6 +396,59 @@ def test_a_nightly_run_with_nothing_new_succeeds_and_pushes_nothing(stack, secon
     assert git(stack.store, "rev-parse", STORE_BRANCH) == tip
 
 
+# --- ltx2k power over a real partial re-run --------------------------------------------------
+
+
+def test_power_over_a_real_partial_rerun_tests_only_the_cells_measured_again(stack, first_run):
+    """A runner re-runs one commit for one kernel only (``--bench``): asv keeps the other
+    kernel's cells as the first run left them, samples and all. ``ltx2k power`` must test
+    the re-run cells and name the copied ones as left out, not count them as stable."""
+    _, _, first_checkout = first_run
+    commit = stack.commits[0]
+    checkout = stack.checkout("power")
+    shutil.copytree(first_checkout / "results", checkout / "results")
+    run_a = stack.root / "power-run-a"
+    shutil.copytree(checkout / "results", run_a)
+    names, shape = KERNELS["SplitRope"]
+    partial = "SplitRope.({}).*'({})'.*'{}'".format("|".join(METRICS), "|".join(names), shape)
+    proc = subprocess.run(
+        ["ltx2k", "run", "--", "--bench", partial, f"{commit}^!"],
+        cwd=checkout,
+        env=stack.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+    )
+    _ok(proc, "ltx2k run (partial re-run)")
+    (a_file,) = (run_a / MACHINE).glob(f"{commit[:8]}-*.json")
+    a_values = _selected_values(a_file)
+    b_values = _selected_values(checkout / "results" / MACHINE / a_file.name)
+    rerun = {k for k in SELECTED if k[0].startswith("bench_kernels.SplitRope.")}
+    kept = SELECTED - rerun
+    assert all(b_values[k] == a_values[k] for k in kept)  # asv's merge, as assumed
+    assert any(b_values[k] != a_values[k] for k in rerun)
+
+    report_path = stack.root / "power.json"
+    proc = subprocess.run(
+        ["ltx2k", "power", str(run_a), str(checkout / "results"), "--commit", commit,
+         "--benchmarks", "*", "--min-us", "0", "--json", str(report_path)],
+        cwd=checkout,
+        env=stack.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+    )  # fmt: skip
+    out = _ok(proc, "ltx2k power")
+    (report,) = json.loads(report_path.read_text())
+    measured_again = [k for k in rerun if _measured(a_values[k][0]) and b_values[k] != a_values[k]]
+    assert report["cells"] == len(measured_again) > 0
+    copied = [k for k in kept if _measured(a_values[k][0])]
+    assert report["left_out"]["not re-run: run B holds run A's own result"] == len(copied) > 0
+    assert f"{len(copied)} not re-run" in out
+
+
 # --- publish_site.sh -----------------------------------------------------------------------
 
 

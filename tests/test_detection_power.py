@@ -183,6 +183,7 @@ def _side(rec: Record, failed: bool, samples: str) -> Record:
 @given(st.lists(_CELL, min_size=1, max_size=8))
 def test_partial_runs_give_a_report_of_the_cells_both_measured_or_a_named_error(cells):
     run_a, run_b, usable = [], [], set()
+    why = {reason: 0 for reason in detection_power.LEFT_OUT}  # of the cells both runs hold
     for i, c in enumerate(cells):
         shape = f"S{i}"
         a = _side(record(c["us"], i, shape=shape), c["failed_a"], c["samples_a"])
@@ -194,6 +195,15 @@ def test_partial_runs_give_a_report_of_the_cells_both_measured_or_a_named_error(
         both = c["in_a"] and c["in_b"] and a.value is not None and b.value is not None
         if both and a.value >= 10e-6 and not c["copied"]:
             usable.add(shape)
+        elif c["in_a"] and c["in_b"]:
+            reason = (
+                detection_power.NO_VALUE
+                if not both
+                else detection_power.BELOW_MIN
+                if a.value < 10e-6
+                else detection_power.NOT_RERUN
+            )
+            why[reason] += 1
     try:
         rep = detection_power.detection_power(run_a, run_b, deltas=(0.05, 0.5))
     except ValueError as e:
@@ -203,6 +213,8 @@ def test_partial_runs_give_a_report_of_the_cells_both_measured_or_a_named_error(
         return
     got = {label.split()[-1] for label in rep.benchmarks}
     assert got == usable
+    assert dict(rep.left_out) == {k: n for k, n in why.items() if n}
+    assert rep.to_json()["left_out"] == dict(rep.left_out)
     labels = set(rep.benchmarks)
     assert set(rep.false_flags) <= labels
     assert all(set(p.flagged) <= labels and p.total == len(labels) for p in rep.points)

@@ -56,6 +56,9 @@ class PowerReport:
     false_flags: tuple[str, ...]  # flagged with no change (delta = 0)
     points: tuple[PowerPoint, ...]  # delta > 0
     threshold_note: str
+    # Cells of both runs not under test, by why (LEFT_OUT's reasons): a partial second
+    # run re-measures only some cells, and the rest must not pass for stable ones.
+    left_out: tuple[tuple[str, int], ...] = ()
 
     @property
     def smallest_reliable(self) -> float | None:
@@ -75,6 +78,7 @@ class PowerReport:
             "false_flags": list(self.false_flags),
             "smallest_reliable_slowdown": self.smallest_reliable,
             "thresholds": self.threshold_note,
+            "left_out": dict(self.left_out),
             "points": [
                 {"delta": p.delta, "detected": len(p.flagged), "of": p.total, "rate": p.rate}
                 for p in self.points
@@ -111,8 +115,9 @@ def pair_runs(
     benchmarks: str = "*.time_device_*",
     min_value: float = 10e-6,
     exclude: Sequence[str] = (),
-) -> tuple[str, str, list[tuple[Record, Record]]]:
-    """The cells measured in both runs of one (machine, commit), re-run in B, base >= min_value.
+) -> tuple[str, str, list[tuple[Record, Record]], tuple[tuple[str, int], ...]]:
+    """The cells measured in both runs of one (machine, commit), re-run in B, base >= min_value,
+    and how many cells of both runs were left out, by reason (:data:`LEFT_OUT`).
 
     Cells whose result is identical in A and B were not re-run (B is a copy
     of A for them, :func:`_not_rerun`) and are left out: they would fake perfect stability.
@@ -134,23 +139,39 @@ def pair_runs(
         )
     mach, sha = groups[0]
     pairs = []
+    left_out = dict.fromkeys(LEFT_OUT, 0)
     for k in sorted(common, key=str):
         a, b = a_idx[k], b_idx[k]
         if k[:2] != (mach, sha) or not fnmatch.fnmatchcase(a.benchmark, benchmarks):
             continue
-        if a.value is None or b.value is None or a.value < min_value:
-            continue
-        if _not_rerun(a, b):
-            continue
         if any(fnmatch.fnmatchcase(_label(a.benchmark, a.params), g) for g in exclude):
             continue
-        pairs.append((a, b))
+        if a.value is None or b.value is None:
+            left_out[NO_VALUE] += 1
+        elif a.value < min_value:
+            left_out[BELOW_MIN] += 1
+        elif _not_rerun(a, b):
+            left_out[NOT_RERUN] += 1
+        else:
+            pairs.append((a, b))
     if not pairs:
         raise ValueError(
             f"no cell of {mach}@{sha[:8]} matching {benchmarks!r} with a base value >= "
-            f"{min_value:g} was re-run in the second run"
+            f"{min_value:g} was re-run in the second run ({_left_out_text(left_out)})"
         )
-    return mach, sha, pairs
+    return mach, sha, pairs, tuple((why, n) for why, n in left_out.items() if n)
+
+
+# Why a cell both runs hold is not under test.
+NO_VALUE = "no value in one run (failed, skipped or not selected)"
+BELOW_MIN = "below the minimum value"
+NOT_RERUN = "not re-run: run B holds run A's own result"
+LEFT_OUT = (NO_VALUE, BELOW_MIN, NOT_RERUN)
+
+
+def _left_out_text(left_out) -> str:
+    parts = [f"{n} {why}" for why, n in dict(left_out).items() if n]
+    return "; ".join(parts) or "no cell of that machine and commit in both runs"
 
 
 def _not_rerun(a: Record, b: Record) -> bool:
@@ -196,7 +217,7 @@ def detection_power(
     if bad or not deltas:
         raise ValueError(f"deltas must be non-negative fractions (0.05 = 5%), got {list(deltas)!r}")
     thresholds = thresholds or Thresholds()
-    mach, sha, pairs = pair_runs(run_a, run_b, **select)
+    mach, sha, pairs, left_out = pair_runs(run_a, run_b, **select)
     false_flags = _flags(pairs, 1.0, thresholds, both=False)
     points = tuple(
         PowerPoint(float(d), _flags(pairs, 1.0 + d, thresholds, both=True), len(pairs))
@@ -206,13 +227,17 @@ def detection_power(
     ratio = thresholds.ratio_for("x.time_device_cold")
     note = f"time_device_* ratio {ratio}, alpha {thresholds.alpha}"
     cells = tuple(_label(a.benchmark, a.params) for a, _ in pairs)
-    return PowerReport(mach, sha, cells, false_flags, points, note)
+    return PowerReport(mach, sha, cells, false_flags, points, note, left_out)
 
 
 def format_report(rep: PowerReport) -> str:
     lines = [
         f"detection power on {rep.machine} @ {rep.commit[:8]}: {len(rep.benchmarks)} cells "
-        f"({rep.threshold_note})",
+        f"({rep.threshold_note})"
+    ]
+    if rep.left_out:
+        lines.append(f"left out: {_left_out_text(rep.left_out)}")
+    lines += [
         f"false flags with no change: {len(rep.false_flags)}"
         + ("".join(f"\n  {f}" for f in rep.false_flags)),
     ]
