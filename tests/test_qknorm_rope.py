@@ -547,10 +547,23 @@ BAD_EPS = [
 ]
 
 
+BAD_EPS += [
+    (10**400, ValueError, r"^eps must be a finite positive float, got an int of 1329 bits"),
+    (torch.tensor(1e-6), TypeError, r"^eps must be a float, got Tensor"),
+]
+
+
 @pytest.mark.parametrize("eps, error, match", BAD_EPS, ids=repr)
-def test_bad_eps_named(eps, error, match):
+@pytest.mark.parametrize("route", ["plain", "autograd"])
+def test_bad_eps_named(eps, error, match, route):
+    """Named on every path: the autograd one too (the op's schema would take a bool as 1.0
+    and a numeric string as its float)."""
+    changes = {"eps": eps}
+    if route == "autograd":  # a norm weight as a model holds it: the call goes to the op
+        weight = norm_inputs(VALID, seed=1)[2]
+        changes["q_weight"] = torch.nn.Parameter(weight.clone())
     with pytest.raises(error, match=match):
-        _call(eps=eps)
+        _call(**changes)
 
 
 def test_rejected_eps_adds_no_native_memo():
@@ -632,6 +645,50 @@ def test_grads_of_every_input_match_eager_autograd(shape):
     assert (got_args[4] is got_args[6]) == shape.shared
     for name, a, b in zip(NAMES, got_args, want_args, strict=True):
         assert a.grad is not None and _equal(a.grad, b.grad), name
+
+
+def _ltx2k(*args):
+    return qknorm_rope.ltx2_qknorm_split_rope_pair(*args, EPS)
+
+
+def _eager(*args):
+    return reference.qknorm_split_rope_pair_reference(*args, EPS)
+
+
+def test_double_backward_matches_eager_autograd():
+    """backward(create_graph=True) (a gradient penalty): the first-order gradients are the
+    reference's and differentiable again, so the second-order term is the reference's."""
+    base = norm_inputs(GRAD_SHAPES[0], seed=5)
+    g = want(norm_inputs(GRAD_SHAPES[0], seed=6))[0].detach()
+    results = []
+    for fn in (_ltx2k, _eager):
+        args = leaves(base)
+        q_out, _ = fn(*args)
+        gq, gw = torch.autograd.grad(q_out, (args[0], args[2]), g, create_graph=True)
+        assert gq.requires_grad and gw.requires_grad
+        penalty = gq.float().square().sum() + gw.float().square().sum()
+        results.append((gq, gw, *torch.autograd.grad(penalty, (args[0], args[2]))))
+    for name, a, b in zip(("gq", "gw", "d2q", "d2w"), *results, strict=True):
+        assert a.abs().max() > 0 and _equal(a, b), name
+
+
+def test_weight_grads_of_inference_activations_as_eager():
+    """Activations made under inference mode, weights that need grad (a model's norm
+    weights), called outside that mode: as with the reference, the weights get gradients
+    (an inference tensor cannot be saved for backward: the op saves a copy)."""
+    shape = GRAD_SHAPES[0]
+    frozen = list(norm_inputs(shape, seed=7))
+    with torch.inference_mode():  # q and k (cos/sin too would stop the reference as well)
+        frozen[:2] = [t.clone() for t in frozen[:2]]
+    assert frozen[0].is_inference() and not frozen[4].is_inference()
+    grads = [o.detach() for o in want(norm_inputs(shape, seed=8))]
+    weights = []
+    for fn in (_ltx2k, _eager):
+        qw, kw = (torch.nn.Parameter(w.clone()) for w in frozen[2:4])
+        torch.autograd.backward(fn(frozen[0], frozen[1], qw, kw, *frozen[4:]), grads)
+        weights.append((qw.grad, kw.grad))
+    for a, b in zip(*weights, strict=True):
+        assert a is not None and _equal(a, b)
 
 
 def _vmapped(fn, in_dims, n=2, *, shared):

@@ -27,8 +27,11 @@ def _observers_only() -> bool:
 def routed(*tensors: object) -> bool:
     """Whether a public function's call must go through the registered op: an input
     that needs autograd, a functorch transform or forward-AD level, a fake/meta tensor or
-    other subclass, or an active dispatch mode. Non-tensors stay on the Python path, whose
-    validation names them. (``nn.Parameter`` under ``no_grad`` is plain inference.)"""
+    other subclass, a lazily negated view (``torch._neg_view``, or ``.imag`` of a conjugated
+    complex view: the kernels would read its memory as not negated, while the dispatcher
+    resolves the negation before the op runs), or an active
+    dispatch mode. Non-tensors stay on the Python path, whose validation names them.
+    (``nn.Parameter`` under ``no_grad`` is plain inference.)"""
     if not all(isinstance(t, _Tensor) for t in tensors):
         return False
     if (
@@ -40,11 +43,20 @@ def routed(*tensors: object) -> bool:
     grad = torch.is_grad_enabled()
     for t in tensors:
         kind = type(t)
-        if (kind is not _Tensor and kind is not _Parameter) or t.is_meta:
+        if (kind is not _Tensor and kind is not _Parameter) or t.is_meta or t.is_neg():
             return True
         if grad and t.requires_grad:
             return True
     return False
+
+
+def saved(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """What an op's autograd rule saves of its inputs. An inference tensor (made under
+    ``torch.inference_mode``) cannot be saved for backward, yet a call outside that mode
+    may still need gradients of its other inputs (a norm's ``nn.Parameter`` weight applied
+    to inference activations), as eager ops allow: such an input is saved as a copy, which
+    has no graph to lose."""
+    return tuple(t.clone() if t.is_inference() else t for t in tensors)
 
 
 def fold(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:

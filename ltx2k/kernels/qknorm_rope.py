@@ -256,12 +256,24 @@ def _validate(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps):
     _check_weight("q_weight", q_weight, H * D)
     _check_weight("k_weight", k_weight, H * D)
     _checks.in_range("H*D", H * D, 2, MAX_HIDDEN, "hidden size (one program holds a token)")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a finite positive float, got {eps!r}")
+    check_eps(eps)
     _checks.same_device(q=q, q_weight=q_weight, k_weight=k_weight)
     return B, Sq, Sk, H, D
+
+
+def check_eps(eps) -> float:
+    """eps as a float, or a TypeError/ValueError naming it: a number (not a bool, string or
+    tensor), finite and positive."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps must be a float, got {type(eps).__name__}")
+    try:
+        value = float(eps)
+    except OverflowError:  # an int past float's range
+        raise ValueError(f"eps must be a finite positive float, got an int of "
+                         f"{eps.bit_length()} bits") from None  # fmt: skip
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"eps must be a finite positive float, got {eps!r}")
+    return value
 
 
 def ltx2_qknorm_split_rope_pair(
@@ -453,7 +465,7 @@ def _(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, variant, launch
 
 
 def _setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs[:8])
+    ctx.save_for_backward(*_routing.saved(*inputs[:8]))
     ctx.eps = inputs[8]
 
 
@@ -461,6 +473,8 @@ def _grad(ctx, gq, gk):
     # Each output is split_rope(rms_norm(x)). The norm is recomputed in eager ops (the
     # reference's own, so its autograd is the reference's, bit for bit), the rotation's
     # gradient is split RoPE's backward kernel and eager cos/sin terms (as split RoPE's).
+    if torch.is_grad_enabled():
+        return _grad_with_graph(ctx, gq, gk)
     q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin = ctx.saved_tensors
     nq, nk, nqw, nkw, nqc, nqs, nkc, nks = ctx.needs_input_grad[:8]
     heads = q_cos.shape[1]
@@ -483,6 +497,27 @@ def _grad(ctx, gq, gk):
         grads.append((gx, gw, gcos, gsin))
     (gqx, gqw, gqc, gqs), (gkx, gkw, gkc, gks) = grads
     return gqx, gkx, gqw, gkw, gqc, gqs, gkc, gks, None, None, None
+
+
+def _grad_with_graph(ctx, gq, gk):
+    # backward(create_graph=True), e.g. a gradient penalty: the gradients must themselves
+    # be differentiable in the inputs and in (gq, gk). The path above detaches the norm to
+    # feed the rotation's kernel; here the reference's own autograd runs on the saved
+    # inputs, so the first-order values are the reference's and the graph is kept.
+    saved = ctx.saved_tensors
+    needs = ctx.needs_input_grad[:8]
+    wanted = [t for t, n in zip(saved, needs, strict=True) if n]
+    outs = reference.qknorm_split_rope_pair_reference(*saved, ctx.eps)
+    # Only the outputs that depend on an input needing grad (k_out need not, for one).
+    pairs = [(o, g) for o, g in zip(outs, (gq, gk), strict=True) if o.requires_grad]
+    got = iter(
+        torch.autograd.grad(
+            [o for o, _ in pairs], wanted, [g for _, g in pairs],
+            create_graph=True, allow_unused=True,
+        )
+    )  # fmt: skip
+    grads = [next(got) if n else None for n in needs]
+    return (*grads, None, None, None)
 
 
 def _vmap(info, in_dims, q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, variant, launch):  # noqa: E501  # fmt: skip
@@ -528,8 +563,9 @@ class QKNormSplitRopePair(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:8])
-        ctx.save_for_forward(*inputs[:8])
+        tensors = _routing.saved(*inputs[:8])
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
         ctx.eps = inputs[8]
 
     @staticmethod
@@ -550,7 +586,9 @@ class QKNormSplitRopePair(torch.autograd.Function):
 
 def _routed(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, variant, launch):
     """The public function's call when routing (or tracing) sends it to the op."""
-    args = (q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, float(eps), variant, launch)
+    # The op's schema would turn a bool or a numeric string into a float: checked first.
+    eps = check_eps(eps)
+    args = (q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, variant, launch)
     if torch.compiler.is_compiling():
         return torch.ops.ltx2k.qknorm_split_rope_pair(*args)
     return QKNormSplitRopePair.apply(*args)

@@ -72,8 +72,9 @@ from ltx2k.kernels import _checks, _launch, _native, _routing, rope_backward
 from ltx2k.workload import record as _record
 from ltx2k.workload import variants
 
-MAX_HEADS = 1024
-MAX_HEAD_DIM = 512
+# The sizes every split RoPE kernel supports (checked by _checks.rope_operands).
+MAX_HEADS = _checks.MAX_ROPE_HEADS
+MAX_HEAD_DIM = _checks.MAX_ROPE_HEAD_DIM
 
 
 @triton.jit
@@ -298,50 +299,12 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _validate(x: object, cos: object, sin: object) -> tuple[int, int, int, int]:
-    x = _checks.tensor("x", x)
-    cos = _checks.tensor("cos", cos)
-    sin = _checks.tensor("sin", sin)
-    _checks.rank("x", x, 3, "[B, S, H*D]")
-    _checks.rank("cos", cos, 4, "[B, H, S, D/2]")
-    _checks.rank("sin", sin, 4, "[B, H, S, D/2]")
-    if sin.shape != cos.shape:
-        raise ValueError(
-            f"sin.shape must equal cos.shape, got sin {tuple(sin.shape)} vs cos {tuple(cos.shape)}"
-        )
-    _checks.dtype("x", x, (torch.bfloat16,))
-    _checks.dtype("cos", cos, (torch.bfloat16,))
-    _checks.dtype("sin", sin, (torch.bfloat16,))
-    _checks.contiguous("x", x)
-    _checks.unit_last_stride("cos", cos)
-    _checks.unit_last_stride("sin", sin)
-    _checks.same_device(x=x, cos=cos, sin=sin)
-
-    B, S, HD = x.shape
-    cb, H, cs, half = cos.shape
-    if cb != B:
-        raise ValueError(f"cos.shape[0] (B) must equal x.shape[0]={B}, got cos {tuple(cos.shape)}")
-    if cs != S:
-        raise ValueError(f"cos.shape[2] (S) must equal x.shape[1]={S}, got cos {tuple(cos.shape)}")
-    _checks.in_range("H", H, 1, MAX_HEADS, "head count (cos.shape[1])")
-    if HD % H:
-        raise ValueError(
-            f"x.shape[2]={HD} is not a multiple of H=cos.shape[1]={H} (mismatched H); "
-            f"x {tuple(x.shape)}, cos {tuple(cos.shape)}"
-        )
-    D = HD // H
-    if D % 2:
-        raise ValueError(
-            f"head dim D = x.shape[2] / H = {HD}/{H} = {D} is odd; split RoPE needs even D"
-        )
-    _checks.in_range("D", D, 2, MAX_HEAD_DIM, "head dim")
-    if half != D // 2:
-        raise ValueError(
-            f"cos.shape[3] must be D/2 = {D // 2} (x.shape[2]={HD}, H={H}), "
-            f"got cos {tuple(cos.shape)}"
-        )
-    _checks.angle_offsets("cos", cos, H, half)
-    _checks.angle_offsets("sin", sin, H, half)
+def _validate(
+    x: object, cos: object, sin: object, names: tuple[str, str, str] = ("x", "cos", "sin")
+) -> tuple[int, int, int, int]:
+    """(B, S, H, D), or a ValueError/TypeError naming the argument (*names*: the caller's)."""
+    B, S, H, D = _checks.rope_operands(x, cos, sin, names)
+    _checks.same_device(**dict(zip(names, (x, cos, sin), strict=True)))
     return B, S, H, D
 
 
@@ -411,9 +374,12 @@ def _(x, cos, sin, variant, launch):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
+_BACKWARD_NAMES = ("grad", "cos", "sin")
+
+
 @torch.library.custom_op("ltx2k::split_rope_backward", mutates_args=())
 def split_rope_backward(grad: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    _, _, H, _ = _validate(grad, cos, sin)
+    _, _, H, _ = _validate(grad, cos, sin, _BACKWARD_NAMES)
     # The forward's "blocked" work split: the backward reads and writes the same bytes.
     cfg = _blocked(H)
     return rope_backward.split_rope_backward(
@@ -423,7 +389,7 @@ def split_rope_backward(grad: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 
 @split_rope_backward.register_fake
 def _(grad, cos, sin):
-    _validate(grad, cos, sin)
+    _validate(grad, cos, sin, _BACKWARD_NAMES)
     return torch.empty(grad.shape, dtype=grad.dtype, device=grad.device)
 
 
@@ -435,7 +401,7 @@ def _halves(t: torch.Tensor, H: int, half: int) -> torch.Tensor:
 
 def _rope_setup(ctx, inputs, output) -> None:
     x, cos, sin, _, _ = inputs
-    ctx.save_for_backward(x, cos, sin)
+    ctx.save_for_backward(*_routing.saved(x, cos, sin))
 
 
 def _rope_grad(ctx, grad):
@@ -541,6 +507,7 @@ class SplitRope(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, cos, sin, variant, launch = inputs
+        x, cos, sin = _routing.saved(x, cos, sin)
         ctx.save_for_backward(x, cos, sin)
         ctx.save_for_forward(x, cos, sin)
         ctx.call = (variant, launch)

@@ -363,7 +363,7 @@ def _(q, k, q_cos, q_sin, k_cos, k_sin, variant, launch):
 
 
 def _setup(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs[:6])
+    ctx.save_for_backward(*_routing.saved(*inputs[:6]))
 
 
 def _grad(ctx, gq, gk):
@@ -405,8 +405,9 @@ class SplitRopePair(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:6])
-        ctx.save_for_forward(*inputs[:6])
+        tensors = _routing.saved(*inputs[:6])
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
         ctx.call = inputs[6:]
 
     @staticmethod
