@@ -37,10 +37,17 @@ def _user_error(e: BaseException) -> str | None:
     import subprocess
 
     if isinstance(e, subprocess.CalledProcessError):
-        cmd = e.cmd if isinstance(e.cmd, str) else " ".join(map(str, e.cmd))
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        # asv's ProcessError subclasses it without calling its __init__: the command is
+        # in .args and the status in .retcode there, and .cmd/.returncode do not exist.
+        cmd = getattr(e, "cmd", None)
+        if cmd is None:
+            cmd = e.args
+        cmd = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))
+        status = getattr(e, "returncode", getattr(e, "retcode", "?"))
+        err = getattr(e, "stderr", None)
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
         last = next((ln for ln in reversed((err or "").splitlines()) if ln.strip()), "")
-        return f"`{cmd}` exited {e.returncode}" + (f": {last.strip()}" if last else "")
+        return f"`{cmd}` exited {status}" + (f": {last.strip()}" if last else "")
     if isinstance(e, OSError) and e.filename is not None:
         return f"{e.filename}: {e.strerror or e}"
     if isinstance(e, (ValueError, RuntimeError, OSError)):

@@ -182,3 +182,47 @@ def test_regress_recent_with_baseline_is_refused(capsys, hist):
         "--baseline", repo.commits[0], "--recent", "2",
     )  # fmt: skip
     assert rc == 1 and "--recent applies to --last" in err
+
+
+def test_a_failed_asv_command_is_one_line():
+    """asv's ProcessError subclasses CalledProcessError without its attributes."""
+    from asv.util import ProcessError
+
+    e = ProcessError(["git", "clone", "--mirror", "."], 128, "", "warning\nfatal: not a repo\n")
+    assert cli._user_error(e) == "`git clone --mirror .` exited 128: fatal: not a repo"
+    import subprocess
+
+    e = subprocess.CalledProcessError(2, "asv run", stderr=b"boom\n")
+    assert cli._user_error(e) == "`asv run` exited 2: boom"
+
+
+def test_the_config_paths_are_the_config_folders_from_anywhere(tmp_path, monkeypatch):
+    """As asv's command line (it changes into the config's folder): run from another
+    directory, ``"repo": "."`` is the config's checkout, not the current directory."""
+    from ltx2k.runner import asv_compat
+
+    project = tmp_path / "project"
+    project.mkdir()
+    config = project / "asv.conf.json"
+    config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "p",
+                "repo": ".",
+                "results_dir": "results",
+                "html_dir": "html",
+                "env_dir": ".asv/env",
+                "benchmark_dir": "benchmarks",
+            }
+        )
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    conf = asv_compat.load_config(config)
+    assert Path(conf.repo) == project
+    assert Path(conf.results_dir) == project / "results"
+    assert Path(conf.html_dir) == project / "html"
+    config.write_text(config.read_text().replace('"repo": "."', '"repo": "git@host:x.git"'))
+    assert asv_compat.load_config(config).repo == "git@host:x.git"  # a URL stays one

@@ -21,7 +21,9 @@ that asv itself loads, and a plugin has to subclass
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 ASV_VERSION_CHECKED = "0.6.6"
 
@@ -214,10 +216,23 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def load_config(path):
-    """asv.conf.json as asv reads it (:class:`asv.config.Config`)."""
+    """asv.conf.json as asv reads it (:class:`asv.config.Config`), its relative paths
+    resolved against the file's folder: asv's command line changes into that folder
+    first (``asv.main``), so ``"repo": "."`` is the config's checkout, not the caller's
+    current directory."""
     from asv.config import Config
 
-    return Config.load(str(path))
+    conf = Config.load(str(path))
+    base = Path(os.fspath(path)).resolve().parent
+    for key in CONF_PATH_KEYS:
+        value = getattr(conf, key, None)
+        if not isinstance(value, str) or not value or os.path.isabs(value) or "://" in value:
+            continue
+        # results_dir and html_dir need not exist yet; a repo that is not a folder there
+        # is a URL ("git@host:repo.git") and stays one.
+        if key != "repo" or (base / value).exists():
+            setattr(conf, key, str(base / value))
+    return conf
 
 
 def config_from_dict(conf: Mapping):
