@@ -23,6 +23,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.runner import machine
 
+    # Checked before identify, which imports torch: a mistyped command fails at once.
+    if args.path is not None and not args.write:
+        raise ValueError(f"--path {args.path!r} is the file --write writes; pass --write too")
     info = machine.identify()
     if args.write:
         path = machine.write_asv_machine_file(info, args.path)

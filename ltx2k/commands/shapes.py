@@ -27,16 +27,50 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add.add_argument(
         "--dry-run", action="store_true", help="print what would be added; write nothing"
     )
-    # SUPPRESS: absent here, the value of `ltx2k shapes --data` stays
-    add.add_argument("--data", default=argparse.SUPPRESS, help="the shapes data file to append to")
+    # Its own dest: given both before and after `add`, neither silently wins (run).
+    add.add_argument("--data", dest="add_data", help="the shapes data file to append to")
     return s
+
+
+def check_runnable(kernel: str, shape) -> None:
+    """ValueError, naming the fields, where a data file's *shape* is past what ``shapes add``
+    lets a recorded one be (ltx2k.workload.record.check_runnable): a grid past CUDA's
+    limit, or a tensor spanning more than MAX_TENSOR_BYTES."""
+    from ltx2k.kernels import adaln
+    from ltx2k.workload import record
+
+    record._check_grid(kernel, shape)
+    # The tensors that grow with the tokens are contiguous bf16 [B, S, hidden]: RoPE's x, a
+    # pair's q and k (the longer), AdaLN's timestep; cos/sin are half of x. One more grows
+    # with D only: AdaLN's [9, D] table, in fp32 twice a token's timestep row.
+    S = max((f for f in ("S", "Sq", "Sk") if hasattr(shape, f)), key=lambda f: getattr(shape, f))
+    if hasattr(shape, "H"):
+        hidden, width = "H*D", shape.H * shape.D
+    else:
+        hidden, width = "9*D", adaln.N_VALUES * shape.D
+    sizes = {f"[B, {S}, {hidden}] bf16": shape.B * getattr(shape, S) * width * 2}
+    if kernel == "ada_values9":
+        sizes[f"[9, D] {shape.table_dtype}"] = width * (4 if shape.table_dtype == "fp32" else 2)
+    for what, nbytes in sizes.items():
+        if nbytes > record.MAX_TENSOR_BYTES:
+            raise ValueError(
+                f"a {what} tensor of {shape.label} spans {nbytes} bytes, over the "
+                f"{record.MAX_TENSOR_BYTES} bytes (1 TiB) one tensor of a suite shape may "
+                "span (ltx2k.workload.record.MAX_TENSOR_BYTES)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
     from ltx2k.workload import shapes
 
-    data = args.data or shapes.DATA_FILE
-    suite = shapes.load(data)
+    add_data = getattr(args, "add_data", None)
+    if args.data and add_data and args.data != add_data:
+        raise ValueError(
+            f"--data given twice: {args.data!r} before the action and {add_data!r} after it; "
+            "give one"
+        )
+    data = add_data or args.data or shapes.DATA_FILE
+    suite = shapes.load(data, check_runnable)
     if args.shapes_action is None:
         rows = [shapes.LISTING_COLUMNS, *shapes.listing(suite)]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -66,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             [shapes.entry(a.kernel, a.shape) for a in new],
             data,
             metrics=[("host_context", a.kernel, a.shape.label) for a in in_context],
+            check=check_runnable,
         )
     print(
         f"{len(new)} new shape(s){' (dry run: nothing written)' if args.dry_run else ''}; "

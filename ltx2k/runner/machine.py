@@ -200,15 +200,38 @@ def identify() -> dict[str, str]:
     return info
 
 
+def _json_kind(value: object) -> str:
+    """JSON's name for the type of a parsed *value*: "array", "string", "null", ..."""
+    if value is None:
+        return "null"
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}
+    return names.get(type(value), "object")
+
+
 def write_asv_machine_file(info: dict[str, str], path: str | None = None) -> Path:
     """Add/replace this machine's entry in ~/.asv-machine.json (asv's own file format)."""
-    p = Path(path or os.path.expanduser("~/.asv-machine.json"))
+    if path is not None and not str(path).strip():
+        raise ValueError("path must name a file, got an empty string")
+    p = Path(os.path.expanduser("~/.asv-machine.json") if path is None else path)
     data: dict = {}
     if p.exists():
         try:
             data = json.loads(p.read_text())
         except ValueError as e:
             raise ValueError(f"machine file {p} is not valid JSON ({e}); fix or remove it") from e
+        # asv's format: {"version": 1, machine name: {field: value}}; anything else is
+        # some other file, which replacing would lose.
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"machine file {p} holds a JSON {_json_kind(data)}, not an object of "
+                "machines; fix or remove it"
+            )
+        for name, fields in data.items():
+            if name != "version" and not isinstance(fields, dict):
+                raise ValueError(
+                    f"machine file {p}: entry {name!r} is a JSON {_json_kind(fields)}, "
+                    "not an object of fields; fix or remove it"
+                )
     data[info["machine"]] = dict(info)
     data["version"] = 1
     p.write_text(json.dumps(data, indent=4, sort_keys=True) + "\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,6 +203,8 @@ def check_source(source: object) -> str:
 
 def shape_from_fields(kernel: str, values: dict, source: str = "hand-picked"):
     """The shape of *kernel* with these field values; ValueError saying which one is wrong."""
+    if not isinstance(kernel, str):
+        raise ValueError(f"kernel must be a string, got {type(kernel).__name__} {kernel!r}")
     if kernel not in KERNEL_FIELDS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(KERNEL_FIELDS)})")
     cls, names = KERNEL_FIELDS[kernel]
@@ -250,8 +252,12 @@ class SuiteShapes:
         return tuple(m for m in OPT_IN_METRICS if shape in self.metric_shapes[m][kernel])
 
 
-def parse(data: object, where: str) -> SuiteShapes:
-    """Check a data file's content; every error names *where* and the entry."""
+def parse(data: object, where: str, check: Callable | None = None) -> SuiteShapes:
+    """Check a data file's content; every error names *where* and the entry.
+
+    *check(kernel, shape)*: a ValueError where a kernel cannot run *shape* (the command
+    line passes the limits ``shapes add`` applies, which need torch; this module does not).
+    """
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{where}: not an ltx2k shapes file (needs format {FORMAT!r})")
     entries = data.get("shapes")
@@ -268,6 +274,8 @@ def parse(data: object, where: str) -> SuiteShapes:
             raise ValueError(f"{at}: runs_on must be one of {RUNS_ON}, got {runs_on!r}")
         try:
             shape = shape_from_fields(kernel, e, e.get("source"))
+            if check is not None:
+                check(kernel, shape)
         except ValueError as err:
             raise ValueError(f"{at}: {err}") from None
         extra = set(e) - set(entry(kernel, shape, runs_on))
@@ -297,13 +305,18 @@ def parse(data: object, where: str) -> SuiteShapes:
             if not isinstance(labels, list):
                 raise ValueError(f"{at}: must be a list of labels")
             for label in labels:
+                if not isinstance(label, str):
+                    raise ValueError(
+                        f"{at}: labels must be strings, got {type(label).__name__} {label!r}"
+                    )
                 if label not in gpu:
                     raise ValueError(f"{at}: {label!r} is not a gpu shape of {kernel}")
             metric_shapes[metric][kernel] = tuple(gpu[label] for label in labels)
     return SuiteShapes({k: tuple(v) for k, v in lists.items()}, metric_shapes, data)
 
 
-def load(path: str | os.PathLike = DATA_FILE) -> SuiteShapes:
+def load(path: str | os.PathLike = DATA_FILE, check: Callable | None = None) -> SuiteShapes:
+    """The data file at *path*, checked (:func:`parse`, *check* as there)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -312,7 +325,7 @@ def load(path: str | os.PathLike = DATA_FILE) -> SuiteShapes:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON: {e}") from None
-    return parse(data, str(path))
+    return parse(data, str(path), check)
 
 
 def dumps(data: dict) -> str:
@@ -339,16 +352,18 @@ def append(
     entries: list[dict],
     path: str | os.PathLike = DATA_FILE,
     metrics: Iterable[tuple[str, str, str]] = (),
+    check: Callable | None = None,
 ) -> SuiteShapes:
     """Append *entries* to the data file at *path* and return what it then holds.
 
     *metrics*: ``(metric, kernel, label)`` to append to an opt-in metric's list (a shape
     recorded in the model's call context joins ``host_context``), where not there yet.
+    *check*: as for :func:`parse`.
     The new content is checked in full before anything is written, and it replaces the
     file in one rename: the file is the old one or the new one, never half of either.
     """
     path = Path(path)
-    old = load(path)
+    old = load(path, check)
     data = dict(old.raw)
     data["shapes"] = [*old.raw["shapes"], *entries]
     lists = {m: {k: list(v) for k, v in per.items()} for m, per in old.raw["metric_shapes"].items()}
@@ -356,7 +371,7 @@ def append(
         if label not in lists[metric].setdefault(kernel, []):
             lists[metric][kernel].append(label)
     data["metric_shapes"] = lists
-    new = parse(data, str(path))
+    new = parse(data, str(path), check)
     replace_file(path, dumps(data))
     return new
 
