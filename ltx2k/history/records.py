@@ -105,8 +105,11 @@ class Problem:
     machine's directory), ``"empty-machine"`` (a machine directory with no
     result files), ``"no-usable-results"`` (a machine whose every file is
     broken), ``"no-results"`` (a result file of a run stopped before its first
-    benchmark finished), ``"missing-benchmarks-json"``, ``"unknown-benchmark"`` (a result
-    for a benchmark benchmarks.json does not describe), ``"failed"``,
+    benchmark finished), ``"commit-mismatch"`` (a result file whose name and
+    ``commit_hash`` field disagree, or whose field is not a full commit hash: its
+    records keep the field's commit, as asv files them), ``"missing-benchmarks-json"``,
+    ``"unknown-benchmark"`` (a result for a benchmark benchmarks.json does not
+    describe), ``"failed"``,
     ``"timeout"`` and ``"skipped"`` (benchmarks without a value).
     """
 
@@ -194,6 +197,12 @@ def load_results(
             for p, head in files.items()
             if head is None or (machine, head[0]) in chosen
         }
+        # Files left out unchecked still say when their name and commit disagree: a
+        # head whose file carries another commit is otherwise just "not measured".
+        for machine, files in peeked.items():
+            for p, head in files.items():
+                if p not in keep:
+                    _check_commit_name(p, machine, head[0], problems)
     for machine_dir in machine_dirs:
         records.extend(_load_machine(machine_dir, benchmarks, problems, unknown, keep))
     for name, path in sorted(unknown.items()):
@@ -242,8 +251,12 @@ def load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
     if data is None:
         return {}
     out = {}
+    not_objects = []
     for name, meta in data.items():
-        if name == "version" or not isinstance(meta, dict):
+        if name == "version":
+            continue
+        if not isinstance(meta, dict):
+            not_objects.append((name, meta))
             continue
         why = names.benchmark(name) or fields.bad_meta(meta)
         if why:
@@ -259,6 +272,31 @@ def load_benchmarks_json(root: Path, problems: list[Problem]) -> dict:
             )
             continue
         out[name] = meta
+    if not_objects:
+        shown = "; ".join(f"{n[:80]!r} is {_shown(m)}" for n, m in not_objects[:3])
+        more = f"; and {len(not_objects) - 3} more" if len(not_objects) > 3 else ""
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                "corrupt",
+                f"{len(not_objects)} benchmark entr{'y' if len(not_objects) == 1 else 'ies'} "
+                f"of {path} {'is' if len(not_objects) == 1 else 'are'} not a JSON object "
+                f"({shown}{more}): their units and parameter names are unknown (re-run "
+                "`asv run` or push an up-to-date benchmarks.json).",
+            )
+        )
+    if not any(k != "version" for k in data):
+        problems.append(
+            Problem(
+                str(path),
+                None,
+                "corrupt",
+                f"{path} describes no benchmark (it holds only its version): units and "
+                "parameter names of every result are unknown (re-run `asv run` or push an "
+                "up-to-date benchmarks.json).",
+            )
+        )
     return out
 
 
@@ -305,6 +343,47 @@ def _load_machine_json(machine_dir: Path, problems: list[Problem]) -> Mapping:
             )
         )
     return _EMPTY
+
+
+def _check_commit_name(path: Path, machine: str, commit: str, problems: list[Problem]) -> None:
+    """File a "commit-mismatch" Problem when result file *path*'s name does not start with
+    its ``commit_hash`` field's first 8 characters, or the field is not a full hash.
+
+    asv names a result file ``<commit_hash[:8]>-<env>.json`` and, reading it back, takes
+    the commit from the field alone (``Results.load``; ``asv publish`` files the values
+    under it); only ``asv run --skip-existing``, ``asv show`` and ``asv compare`` look a
+    commit up by the name. The records keep the field's commit, as asv's pages would show
+    them; the disagreement is said, since a commit named in full then finds no result in
+    this file.
+    """
+    stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+    prefix = stem.split("-", 1)[0]
+    full = len(commit) in (40, 64)  # SHA-1 or SHA-256 git hash, as asv writes it
+    if prefix == commit[:8] and full:
+        return
+    if prefix != commit[:8]:
+        what = (
+            f"Result file {path} is named for commit {prefix[:80]!r} but its field "
+            f"'commit_hash' is {commit!r}"
+        )
+        if not full:
+            what += ", not a full git commit hash (asv writes all 40 characters)"
+    else:
+        what = (
+            f"Result file {path} has field 'commit_hash' {commit!r}, not a full git commit "
+            "hash (asv writes all 40 characters)"
+        )
+    problems.append(
+        Problem(
+            str(path),
+            machine,
+            "commit-mismatch",
+            f"{what}. "
+            f"Its results are loaded under commit {commit[:12]!r}, from the field, as asv "
+            "reads them; a commit named otherwise finds none in this file (rename the file "
+            "or correct the field).",
+        )
+    )
 
 
 def _result_files(machine_dir: Path) -> list[Path]:
@@ -375,6 +454,7 @@ def _load_machine(
         if why:
             problems.append(Problem(str(path), name, "bad-value", f"Result file {path}: {why}."))
             continue
+        _check_commit_name(path, name, res.commit_hash, problems)
         if not res.get_all_result_keys():
             problems.append(
                 Problem(
@@ -431,6 +511,7 @@ def _records_of(
             unknown.setdefault(name, str(path))
         meta = meta or {}
         try:
+            _check_values(res, name)
             rows = fields.rows_of(res, name, meta)
             cell_records, failed = _cells(res, name, meta, rows, machine, info, env, gpus, where)
         except fields.BadField as e:
@@ -529,6 +610,34 @@ def _cells(res, name, meta, rows, machine, info, env, gpus, path: str):
             )
         )
     return out, failed
+
+
+_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+
+
+def _check_values(res, name: str) -> None:
+    """Raise BadField when benchmark *name*'s stored values hold anything but numbers and
+    nulls. JSON ``true``/``false`` come back as Python bools, which are ints: without this
+    asv's accessors and ``float()`` would read them as 1.0 and 0.0."""
+    raw = asv_compat.result_raw_values(res, name)
+    items = raw if isinstance(raw, list) else [raw]
+    if set(map(type, items)) <= _NUMBER_OR_NULL:
+        return  # most files: every type checked at C speed (type(True) is bool, not int)
+    for i, x in enumerate(items):
+        if x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)):
+            continue
+        raise fields.BadField(
+            "result",
+            f"holds {_shown(x)} as value {i + 1} of {len(items)}, not a number",
+        )
+
+
+def _shown(x) -> str:
+    """*x* as a sentence names it: JSON's spelling for true/false, else a short repr."""
+    if isinstance(x, bool):
+        return f"JSON {str(x).lower()}"
+    kind = {str: "string", list: "list", dict: "object"}.get(type(x))
+    return f"{'a JSON ' + kind + ' ' if kind else ''}{repr(x)[:80]}"
 
 
 def _floats_within(xs: list, low: float, high: float) -> bool:
