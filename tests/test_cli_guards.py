@@ -14,6 +14,7 @@ import torch
 import ltx2k
 from ltx2k import cli
 from ltx2k.analysis import regress
+from ltx2k.confirm.asv import WORK_MARKER
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -62,8 +63,9 @@ def test_confirm_machine_must_be_a_name_not_a_path(capsys, tmp_path, home, hist,
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "data.txt").write_text("precious")
-    work = tmp_path / "cw"
+    work = tmp_path / "cw"  # an earlier confirm's
     (work / "results").mkdir(parents=True)
+    (work / WORK_MARKER).write_text("")
     rc, _, err = _cli(
         capsys, "confirm", "--config", root / "asv.conf.json", "--work", work,
         "--machine", name.format(victim=victim), "--benchmark", "SplitRope.time_device_cold",
@@ -71,6 +73,35 @@ def test_confirm_machine_must_be_a_name_not_a_path(capsys, tmp_path, home, hist,
     )  # fmt: skip
     assert rc == 1 and "--machine" in err and "Traceback" not in err, err
     assert (victim / "data.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_confirm_never_takes_over_a_work_folder_it_did_not_make(
+    capsys, tmp_path, home, hist, dry_run
+):
+    """confirm empties its --work's results: a folder holding anything else (another
+    results dir, a checkout) is refused before anything runs, dry run or not."""
+    root, repo, _ = hist
+    work = tmp_path / "someone"
+    (work / "results" / "h200").mkdir(parents=True)
+    (work / "results" / "h200" / "abc.json").write_text("{}")
+    (work / "asv.conf.json").write_text("{}")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for given, why in (
+        (work, "did not make"),
+        (a_file, "not a folder"),
+        ("", "must name a folder"),
+    ):
+        rc, _, err = _cli(
+            capsys, "confirm", "--config", root / "asv.conf.json", "--work", given,
+            "--machine", "h200", "--benchmark", "SplitRope.time_device_cold",
+            "--good", repo.commits[0], "--bad", repo.commits[4], *(["--dry-run"] * dry_run),
+        )  # fmt: skip
+        assert rc == 1 and "--work" in err and why in err and "Traceback" not in err, err
+    assert (work / "results" / "h200" / "abc.json").read_text() == "{}"
+    assert (work / "asv.conf.json").read_text() == "{}"
+    assert a_file.read_text() == "x"
 
 
 def test_confirm_names_a_machine_the_report_does_not_have(capsys, home, hist):
@@ -226,3 +257,17 @@ def test_the_config_paths_are_the_config_folders_from_anywhere(tmp_path, monkeyp
     assert Path(conf.html_dir) == project / "html"
     config.write_text(config.read_text().replace('"repo": "."', '"repo": "git@host:x.git"'))
     assert asv_compat.load_config(config).repo == "git@host:x.git"  # a URL stays one
+
+
+def test_confirm_knows_its_own_work_folder_from_before_the_marker(tmp_path, hist):
+    from ltx2k.confirm.asv import check_work, private_config
+
+    root, _, _ = hist
+    work = tmp_path / "old-work"
+    private_config(root / "asv.conf.json", work)
+    (work / WORK_MARKER).unlink()  # as a work folder written before the marker existed
+    (work / "results" / "h200").mkdir(parents=True)
+    assert check_work(work) == work.resolve()
+    (work / "asv.conf.json").write_text('{"results_dir": "/elsewhere"}')
+    with pytest.raises(ValueError, match="did not make"):
+        check_work(work)

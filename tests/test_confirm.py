@@ -22,7 +22,13 @@ from pathlib import Path
 import pytest
 
 from ltx2k import cli
-from ltx2k.confirm.asv import continuous_command, find_command, parse_found, private_config
+from ltx2k.confirm.asv import (
+    WORK_MARKER,
+    continuous_command,
+    find_command,
+    parse_found,
+    private_config,
+)
 from ltx2k.confirm.orchestrate import confirm
 from ltx2k.confirm.report import EXIT_CONFIRMED, EXIT_ERROR, EXIT_OK, render_markdown
 from ltx2k.confirm.targets import Target, explicit_target, plan, read_report
@@ -582,9 +588,10 @@ def _run(repo, targets, fake, tmp_path, **kw):
 
 def test_a_range_is_bisected_then_the_pair_re_measured_and_confirmed(repo, tmp_path):
     root, c = repo
-    stale = tmp_path / "work" / "results" / MACHINE / "old.json"
+    stale = tmp_path / "work" / "results" / MACHINE / "old.json"  # an earlier confirm's
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
+    (tmp_path / "work" / WORK_MARKER).write_text("")
     slow = [x * 1.2 for x in BASE_SAMPLES]
     fake = FakeAsv({c[2]: BASE_SAMPLES, c[3]: slow}, found=c[3])
     setups = []

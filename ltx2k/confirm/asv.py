@@ -66,6 +66,38 @@ def continuous_command(
 # --- the config --------------------------------------------------------------------------------
 
 
+# Marks a --work folder as confirm's own: it empties results there and rewrites the
+# config, so it never takes over a folder that holds something else.
+WORK_MARKER = ".ltx2k-confirm-work"
+
+
+def check_work(work) -> Path:
+    """*work* resolved, or a ValueError: a file, or a folder with contents that confirm did
+    not make (no :data:`WORK_MARKER`): emptying its results would lose someone's data."""
+    path = Path(os.fspath(work))
+    if not os.fspath(work):
+        raise ValueError("--work must name a folder, got ''")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--work {os.fspath(work)}: not a folder")
+    if path.is_dir() and any(path.iterdir()) and not _made_by_confirm(path):
+        raise ValueError(
+            f"--work {os.fspath(work)}: holds files ltx2k confirm did not make (no "
+            f"{WORK_MARKER}); confirm empties results there, so pass a new or empty folder"
+        )
+    return path.resolve()
+
+
+def _made_by_confirm(work: Path) -> bool:
+    if (work / WORK_MARKER).is_file():
+        return True
+    # A work folder from before the marker: its config sends results to its own results/.
+    try:
+        conf = json.loads((work / "asv.conf.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(conf, dict) and conf.get("results_dir") == str(work.resolve() / "results")
+
+
 def private_config(config, work) -> Path:
     """asv.conf.json with results in *work*/results; every other path the original's."""
     from ltx2k.runner import asv_compat
@@ -81,14 +113,15 @@ def private_config(config, work) -> Path:
         value = conf.get(key)
         if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
             conf[key] = str((root / value).resolve())
-    work = Path(os.fspath(work)).resolve()
     own = (root / conf.get("results_dir", "results")).resolve()
-    if work / "results" == own:
+    if Path(os.fspath(work)).resolve() / "results" == own:
         raise ValueError(
             f"--work {os.fspath(work)}: its results/ is the config's results_dir {own}; "
             "confirm never writes into the runner's history"
         )
+    work = check_work(work)
     work.mkdir(parents=True, exist_ok=True)
+    (work / WORK_MARKER).write_text("made by ltx2k confirm; its results are emptied each run\n")
     conf["results_dir"] = str(work / "results")
     # asv imports a relative plugin (".ltx2k.runner.asv_env") from the config's folder.
     for plugin in conf.get("plugins") or ():

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from ltx2k.confirm.asv import (
     Runner,
     asv_problem,
+    check_work,
     config_repo,
     continuous_command,
     find_command,
@@ -384,6 +385,7 @@ def run(
         raise FileNotFoundError(
             f"--config {os.fspath(config)!r} does not exist (run from the repo root)"
         )
+    check_work(work)  # a dry run says so too, before it is run for real
 
     if machine_name is not None:
         # The name becomes a folder under the results that confirm empties first: a path
