@@ -271,3 +271,61 @@ def test_confirm_knows_its_own_work_folder_from_before_the_marker(tmp_path, hist
     (work / "asv.conf.json").write_text('{"results_dir": "/elsewhere"}')
     with pytest.raises(ValueError, match="did not make"):
         check_work(work)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_no_output_overwrites_an_input_or_another_output(capsys, tmp_path, hist):
+    """regress, power, confirm: an output that is an input file, lies inside an input
+    results dir, or names the same file as another output is refused before anything is
+    read or written; every input is left byte for byte."""
+    root, repo, report = hist
+    results = root / "results"
+    before = _tree(results)
+    report_bytes = Path(report).read_bytes()
+    machine_json = results / "h200" / "machine.json"
+    regress_args = ["regress", "--results", results, "--head", repo.commits[4], "--repo",
+                    repo.path, "--last", "4"]  # fmt: skip
+    confirm_args = ["confirm", "--config", root / "asv.conf.json", "--machine", "h200",
+                    "--report", report, "--dry-run"]  # fmt: skip
+    cases = [
+        (regress_args + ["--json", results / "benchmarks.json"], "--json", "lies inside --results"),
+        (regress_args + ["--markdown", machine_json], "--markdown", "lies inside --results"),
+        (regress_args + ["--json", tmp_path / "r", "--markdown", tmp_path / "r"], "--json and "
+         "--markdown", "same file"),
+        (["power", results, results, "--json", machine_json], "--json", "lies inside RUN_A"),
+        (["power", results, tmp_path, "--json", tmp_path / "p", "--plot", tmp_path / "p"],
+         "--json and --plot", "same file"),
+        (confirm_args + ["--json", report], "--json", "is --report"),
+        (confirm_args + ["--json", tmp_path / "c", "--markdown", tmp_path / "c"], "--json and "
+         "--markdown", "same file"),
+    ]  # fmt: skip
+    for argv, flag, why in cases:
+        rc, _, err = _cli(capsys, *argv)
+        assert rc == 1 and flag in err and why in err and "Traceback" not in err, (argv, err)
+    assert _tree(results) == before and Path(report).read_bytes() == report_bytes
+    assert not any((tmp_path / n).exists() for n in ("r", "p", "c"))
+
+
+def test_interference_writes_nowhere_inside_a_condition_and_compares_distinct_runs(
+    capsys, tmp_path
+):
+    from test_interference import records, write_results
+
+    alone = write_results(tmp_path / "alone", records({}, 1))
+    suite = write_results(tmp_path / "suite", records({}, 2))
+    before = _tree(alone)
+    conditions = ["--condition", f"alone={alone}", "--condition", f"concurrent-suite={suite}"]
+    rc, _, err = _cli(capsys, "interference", *conditions, "--out", alone / "h200")
+    assert rc == 1 and "--out" in err and "lies inside --condition" in err, err
+    assert _tree(alone) == before
+    rc, _, err = _cli(
+        capsys, "interference", "--condition", f"alone={alone}", "--condition",
+        f"concurrent-suite={alone}/", "--out", tmp_path / "out",
+    )  # fmt: skip
+    assert rc == 1 and "each condition is its own run" in err, err
+    assert not (tmp_path / "out").exists()

@@ -184,6 +184,7 @@ def load_conditions(
     since a later directory would silently replace the earlier one.
     """
     conditions: dict[str, list[Record]] = {}
+    dirs: dict[str, str] = {}  # real path -> the --condition that named it
     for spec in specs:
         name, path = parse_condition(spec)
         if name in conditions:
@@ -192,6 +193,14 @@ def load_conditions(
             )
         if not os.path.isdir(path):
             raise ValueError(f"--condition {spec!r}: {path!r} is not a directory")
+        real = os.path.realpath(path)
+        if real in dirs:
+            # One run compared with itself: no interference, whatever really happened.
+            raise ValueError(
+                f"--condition {spec!r}: {path!r} is --condition {dirs[real]!r}'s results dir "
+                "too; each condition is its own run"
+            )
+        dirs[real] = spec
         try:
             conditions[name] = load_condition(path, machine, commit)
         except ValueError as e:

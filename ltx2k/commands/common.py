@@ -34,6 +34,33 @@ def internal_error(what: str, e: BaseException) -> None:
     traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
 
 
+def check_outputs(outputs: dict[str, object], inputs: dict[str, object]) -> None:
+    """ValueError before anything is written where an output would overwrite another
+    output or what the command reads: two output flags naming one path, or an output that
+    is an input file or lies inside an input folder (a results dir: a report written into
+    it would be read as a results file next time). Flags with no value are skipped."""
+    outs = {flag: os.path.realpath(os.fspath(p)) for flag, p in outputs.items() if p}
+    seen: dict[str, str] = {}
+    for flag, path in outs.items():
+        if path in seen:
+            raise ValueError(
+                f"{seen[path]} and {flag} name the same file {outputs[flag]!r}; one would "
+                "overwrite the other"
+            )
+        seen[path] = flag
+    for in_flag, given in inputs.items():
+        if not given:
+            continue
+        real = os.path.realpath(os.fspath(given))
+        for flag, path in outs.items():
+            if path == real or path.startswith(real.rstrip(os.sep) + os.sep):
+                where = "is" if path == real else "lies inside"
+                raise ValueError(
+                    f"{flag} {os.fspath(outputs[flag])!r} {where} {in_flag} "
+                    f"{os.fspath(given)!r}: writing it would change what this command reads"
+                )
+
+
 ASV_CONFIG = "asv.conf.json"
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ltx2k.commands.common import add_config_option, at_least, find_config, usage_error_exits_1
+from ltx2k.commands.common import (
+    add_config_option,
+    at_least,
+    check_outputs,
+    find_config,
+    usage_error_exits_1,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -72,6 +78,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k import confirm
 
+    check_outputs(
+        {"--json": args.json, "--markdown": args.markdown},
+        {"--report": args.report, "--thresholds": args.thresholds},
+    )
     outcome = confirm.run(
         report=args.report,
         benchmark=args.benchmark,

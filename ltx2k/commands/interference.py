@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ltx2k.commands.common import EXIT_OK
+from ltx2k.commands.common import EXIT_OK, check_outputs
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -43,6 +43,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import interference
 
+    check_outputs(
+        {"--out": args.out},
+        {f"--condition {spec}": spec.partition("=")[2] for spec in args.condition or ()},
+    )
     conditions = interference.load_conditions(args.condition, args.machine, args.commit)
     families = args.family or interference.FAMILIES
     compared = [c for c in conditions if c != args.reference]

@@ -7,7 +7,7 @@ import argparse
 import math
 import sys
 
-from ltx2k.commands.common import EXIT_OK, at_least
+from ltx2k.commands.common import EXIT_OK, at_least, check_outputs
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
                 f"--ratio {ratio!r} must be a finite ratio >= 1.0 (1.05 = 5% worse), "
                 "a device-time threshold to try"
             )
+    check_outputs(
+        {"--json": args.json, "--plot": args.plot}, {"RUN_A": args.run_a, "RUN_B": args.run_b}
+    )
     runs = detection_power.load_runs(args.run_a, args.run_b)
     reports = []
     for label, report in detection_power.at_ratios(

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from ltx2k.commands.common import check_results_dir, fail, internal_error, usage_error_exits_1
+from ltx2k.commands.common import (
+    check_outputs,
+    check_results_dir,
+    fail,
+    internal_error,
+    usage_error_exits_1,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -71,14 +76,10 @@ def run(args: argparse.Namespace) -> int:
     check_results_dir(args.results)
     if args.recent is not None and args.baseline is not None:
         return fail("--recent applies to --last (a history's newest runs), not to --baseline")
-    if (
-        args.json
-        and args.markdown
-        and os.path.realpath(args.json) == os.path.realpath(args.markdown)
-    ):
-        return fail(
-            f"--json and --markdown name the same file {args.json!r}; one would overwrite the other"
-        )
+    check_outputs(
+        {"--json": args.json, "--markdown": args.markdown},
+        {"--results": args.results, "--thresholds": args.thresholds},
+    )
     report = regress.triage(
         args.results,
         args.head,
