@@ -329,3 +329,72 @@ def test_interference_writes_nowhere_inside_a_condition_and_compares_distinct_ru
     )  # fmt: skip
     assert rc == 1 and "each condition is its own run" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsys, tmp_path, hist):
+    root, repo, _ = hist
+    head, older = repo.commits[4], repo.commits[1]
+    base = ["regress", "--results", root / "results"]
+    for extra in ([], ["--repo", repo.path]):
+        rc, _, err = _cli(capsys, *base, "--head", head, "--baseline", head[:10], *extra)
+        assert rc == 1 and "is --head" in err and "itself" in err and "Traceback" not in err, err
+        md = tmp_path / "swapped.md"
+        rc, _, err = _cli(
+            capsys, *base, "--head", older, "--baseline", head, *extra, "--markdown", md
+        )
+        assert rc in (0, 2, 3), err
+        text = md.read_text()
+        assert f"--head {older[:12]} comes before --baseline {head[:12]}" in text, text
+        rc, _, _ = _cli(
+            capsys, *base, "--head", head, "--baseline", older, *extra, "--markdown", md
+        )
+        assert "comes before" not in md.read_text()
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["regress", "--results", "{file}", "--head", "abc1", "--last", "3"], "is a file"),
+        (["interference", "--out", "", "--condition", "alone={dir}"], "--out must name a folder"),
+        (["interference", "--out", "{file}", "--condition", "alone={dir}"], "is a file"),
+        (["quick", "--seconds", "1e9"], "--seconds must be at most 60"),
+        (["publish", "--config", "{bad_json}"], "is not valid JSON"),
+        (["publish", "--config", "{conf}", "--repo", "{dir}/nope"], "--repo"),
+        (
+            ["confirm", "--report", "{dir}", "--machine", "h200", "--config", "{conf}"],
+            "is a folder",
+        ),
+    ],
+)
+def test_a_bad_path_or_number_is_one_line_before_any_work(capsys, tmp_path, hist, argv, said):
+    root, _, _ = hist
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{\n")
+    paths = {"file": a_file, "dir": tmp_path, "bad_json": bad_json, "conf": root / "asv.conf.json"}
+    rc, _, err = _cli(capsys, *(a.format(**paths) for a in argv))
+    lines = err.strip().splitlines()
+    assert rc == 1 and said in err and "Traceback" not in err, err
+    assert lines[-1].startswith("ltx2k: error:"), err
+    assert a_file.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    "passed, said",
+    [
+        (["--machine", "other", "HEAD^!"], "LTX2K_MACHINE"),
+        (["HEAD^!", "HEAD~1^!"], "does not take 'HEAD~1^!'"),
+        (["--", "--config", "foo"], "--config belongs to ltx2k run"),
+        (["--", "--config=foo", "HEAD^!"], "--config belongs to ltx2k run"),
+    ],
+)
+def test_run_refuses_what_it_cannot_pass_to_asv(capsys, home, passed, said):
+    rc, _, err = _cli(capsys, "run", "--dry-run", *passed)
+    assert rc == 1 and said in err and "Traceback" not in err, err
+    assert "+ " not in err  # no asv command was built
+
+
+def test_run_passes_asvs_own_options(capsys, home):
+    rc, _, err = _cli(capsys, "run", "--dry-run", "--quick", "-b", "SplitRope", "HEAD^!")
+    assert rc == 0 and "--quick -b SplitRope HEAD^!" in err, err

@@ -784,6 +784,28 @@ def test_dry_run_notes_names_the_suite_as_last_run_does_not_have(repo, tmp_path)
     assert out.notes == [] and out.status == "dry-run"
 
 
+def test_a_param_the_suite_does_not_have_is_noted(repo, tmp_path):
+    """--param narrows asv's -b regex by value alone: a wrong name or value would select
+    nothing, silently. Noted from benchmarks.json, dry run or not."""
+    root, c = repo
+    results = root / "results"
+    results.mkdir()
+    meta = {"unit": "seconds", "param_names": ["variant", "shape"],
+            "params": [["'blocked'", "'tiled'"], ["'B1_S1024_H32_D128'"]]}  # fmt: skip
+    (results / "benchmarks.json").write_text(json.dumps({"version": 2, BENCH: meta}))
+    targets = [
+        explicit_target("SplitRope.time_device_cold", c[1], c[4], [p])
+        for p in ("nosuch=x", "variant=nosuch", "variant=tiled")
+    ]
+    for dry_run in (True, False):
+        slow = [x * 1.2 for x in BASE_SAMPLES]
+        fake = FakeAsv({c[1]: BASE_SAMPLES, c[4]: slow}, found=c[4])
+        notes = "\n".join(_run(repo, targets, fake, tmp_path, dry_run=dry_run).notes)
+        assert "--param nosuch: no parameter of this name" in notes, notes
+        assert "--param variant=nosuch: not a value of variant" in notes and "tiled" in notes
+        assert "variant=tiled" not in notes
+
+
 # --- CLI --------------------------------------------------------------------------------------
 
 

@@ -143,6 +143,23 @@ def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
     assert "smallest slowdown flagged in every cell" in capsys.readouterr().out
 
 
+def test_cli_says_what_it_could_not_read_and_why_nothing_pairs(monkeypatch, capsys):
+    from ltx2k.history.records import Problem
+
+    a, b = aa_pair(2)
+    broken = Problem("B/h200/c0ffee00-env.json", "h200", "truncated", "B's file stops early")
+    runs = {"A": (a, []), "B": (b[:1], [broken])}
+    monkeypatch.setattr("ltx2k.history.records.load_results", lambda path: runs[str(path)])
+    assert cli.main(["power", "A", "B", "--machine", "a100"]) == 1
+    err = capsys.readouterr().err
+    assert "ltx2k power: truncated: B's file stops early" in err
+    assert "none of them matches --machine 'a100'" in err and "h200@c0ffee00" in err
+    runs["B"] = ([_replace(r, commit="beef" * 10) for r in b], [broken])
+    assert cli.main(["power", "A", "B"]) == 1
+    err = capsys.readouterr().err
+    assert "no cell of one run is in the other" in err and "truncated" in err
+
+
 def test_cli_bad_ratio_is_named(monkeypatch, capsys):
     a, b = aa_pair(2)
     runs = {"A": a, "B": b}

@@ -73,3 +73,26 @@ def test_a_good_file_still_loads(tmp_path):
     path.write_text('{"thresholds": {"*SplitRope.time_device_cold": 1.1}, "alpha": 0.01}')
     t = Thresholds.load(path)
     assert t.ratio_for("bench_kernels.SplitRope.time_device_cold") == 1.1 and t.alpha == 0.01
+
+
+def test_settings_that_cannot_apply_are_said():
+    """A ratio for --baseline given to a --last run (or the reverse), and a pattern that
+    matches no benchmark, change nothing: the report says so rather than seem to apply them."""
+    from ltx2k.analysis.thresholds import Thresholds
+
+    t = Thresholds.from_mapping(
+        {
+            "thresholds": {"*SplitRope*": 1.5},
+            "steps": {"*Nope*": 1.1},
+            "direction": {"*x": "higher"},
+        }
+    )
+    names = ["bench_kernels.SplitRope.time_device_cold"]
+    history = t.unused(True, names)
+    assert any("'thresholds' do not apply with --last" in n for n in history)
+    assert any("steps pattern '*Nope*' matches no benchmark" in n for n in history)
+    assert any("direction pattern '*x' matches no benchmark" in n for n in history)
+    commit = t.unused(False, names)
+    assert any("'steps' do not apply with --baseline" in n for n in commit)
+    assert not any("'*SplitRope*'" in n for n in commit + history)
+    assert Thresholds().unused(True, names) == [] and Thresholds().unused(False, names) == []

@@ -319,3 +319,76 @@ def test_the_rank_test_is_asvs(a, b):
     _stats._mann_whitney_u_memo.clear()
     u, p = _stats.mann_whitney_u(a, b)
     assert asv_compat.mann_whitney_u(a, b) == (u, pytest.approx(p, rel=1e-12, abs=1e-15))
+
+
+# How a runner's head file can come back damaged: cut off mid-write, a value of the wrong
+# type or out of range, lists cut short, or the file of another commit under head's name.
+def _truncate(text: str, data: dict, at: float) -> str:
+    return text[: int(len(text) * at)]
+
+
+def _set_value(value):
+    def damage(text: str, data: dict, at: float) -> str:
+        name = sorted(data["results"])[int(at * (len(data["results"]) - 1))]
+        data["results"][name][0] = [value] * len(data["results"][name][0] or [1])
+        return json.dumps(data)
+
+    return damage
+
+
+def _cut_lists(text: str, data: dict, at: float) -> str:
+    for row in data["results"].values():
+        if isinstance(row[0], list) and len(row[0]) > 1:
+            row[0] = row[0][:1]
+    return json.dumps(data)
+
+
+def _other_commit(text: str, data: dict, at: float) -> str:
+    data["commit_hash"] = data["commit_hash"][:4]
+    return json.dumps(data)
+
+
+DAMAGE = {
+    "truncated": _truncate,
+    "string value": _set_value("12.5"),
+    "bool value": _set_value(True),
+    "negative time": _set_value(-1.0),
+    "lists cut short": _cut_lists,
+    "short commit hash": _other_commit,
+}
+
+
+@_SLOW_OK
+@given(
+    h=H.histories(max_commits=5, max_machines=2),
+    damage=st.sampled_from(sorted(DAMAGE)),
+    at=st.floats(0.05, 0.95),
+)
+def test_a_damaged_head_file_never_passes_as_fine(h, damage, at, repo):
+    """Whatever else the history holds, regress never exits 0 ("no regressions") when a
+    judged machine's head file is damaged: what it measured could not all be read. The
+    report names the file."""
+    modes, head = _modes(h, repo)
+    machine = next((m for m in h.machines if h.measured(m)[-1:] == (h.n_commits - 1,)), None)
+    if machine is None:
+        return  # no machine measured head: nothing of head's to damage
+    with tempfile.TemporaryDirectory(prefix="ltx2k-damaged-") as d:
+        tmp = Path(d)
+        results = H.write(h, tmp, repo)
+        (path,) = (results / machine).glob(f"{head[:8]}-*.json")
+        text = path.read_text()
+        new = DAMAGE[damage](text, json.loads(text), at)
+        if new == text:
+            return  # a history whose head file this damage cannot change
+        path.write_text(new)
+        for mode in modes:
+            js, md = tmp / "r.json", tmp / "r.md"
+            rc, _, err = _cli(
+                ["regress", "--results", str(results), "--head", head, *mode]
+                + ["--json", str(js), "--markdown", str(md)]
+            )
+            assert "Traceback" not in err, err
+            assert rc in (2, 3), (damage, mode, rc, err[-1500:])
+            report = _strict_json(js.read_text())
+            check_report(report, md.read_text(), rc)
+            assert any(path.name in n for n in report["notes"]), report["notes"]

@@ -126,16 +126,23 @@ def pair_runs(
     a_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_a}
     b_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_b}
     common = [k for k in a_idx if k in b_idx]
-    groups = sorted({(k[0], k[1]) for k in common})
+    shared = sorted({(k[0], k[1]) for k in common})
+    groups = shared
     if machine is not None:
         groups = [g for g in groups if g[0] == machine]
     if commit is not None:
         groups = [g for g in groups if g[1].startswith(commit)]
     if len(groups) != 1:
-        shown = ", ".join(f"{m}@{c[:8]}" for m, c in groups) or "none"
+        shown = ", ".join(f"{m}@{c[:8]}" for m, c in shared) or "none"
+        asked = [f"{k}={v!r}" for k, v in (("machine", machine), ("commit", commit)) if v]
+        if shared and not groups:
+            why = f"none of them matches {' and '.join(asked)}"
+        elif not shared:
+            why = "no cell of one run is in the other (see the problems above, if any)"
+        else:
+            why = "pass machine= and commit= to choose"
         raise ValueError(
-            "the two runs must share exactly one (machine, commit); pass machine= and "
-            f"commit= to choose. Shared: {shown}"
+            f"the two runs must share exactly one (machine, commit): {why}. Shared: {shown}"
         )
     mach, sha = groups[0]
     pairs = []
@@ -251,22 +258,23 @@ def format_report(rep: PowerReport) -> str:
     return "\n".join(lines)
 
 
-def load_runs(run_a, run_b) -> tuple[list[Record], list[Record]]:
-    """The records of the A/A pair's two asv results dirs.
+def load_runs(run_a, run_b, problems: list | None = None) -> tuple[list[Record], list[Record]]:
+    """The records of the A/A pair's two asv results dirs; what could not be read of them
+    is appended to *problems* (:class:`ltx2k.history.records.Problem`), where given.
 
     ValueError names the run (``run_a=...``) when a dir is missing or holds no results.
     """
     runs = []
     for name, path in (("run_a", run_a), ("run_b", run_b)):
         try:
-            records, problems = history_records.load_results(path)
+            records, found = history_records.load_results(path)
         except ValueError as e:
             # load_results names its own parameter; the run is what the caller passed.
             raise ValueError(str(e).replace("results_dir=", f"{name}=", 1)) from e
+        if problems is not None:
+            problems.extend(found)
         if not records:
-            raise ValueError(
-                f"{os.fspath(path)!r} holds no asv results ({len(problems)} problem(s))"
-            )
+            raise ValueError(f"{os.fspath(path)!r} holds no asv results ({len(found)} problem(s))")
         runs.append(records)
     return runs[0], runs[1]
 

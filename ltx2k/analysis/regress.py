@@ -111,15 +111,16 @@ def _window(head, *, baseline=None, last=None, repo=None, env=None, **_) -> Wind
 ROUTINE_PROBLEMS = ("skipped", "failed", "timeout")
 
 
-def problem_notices(problems: Iterable[Problem]) -> list[str]:
-    """What ``ltx2k regress`` says about load problems on stderr, one line each."""
+def problem_notices(problems: Iterable[Problem], *, in_report: bool = True) -> list[str]:
+    """What ``ltx2k regress`` says about load problems on stderr, one line each
+    (*in_report*: the report lists the routine ones)."""
     problems = list(problems)
     lines = [f"{p.kind}: {p.message}" for p in problems if p.kind not in ROUTINE_PROBLEMS]
     n_routine = sum(p.kind in ROUTINE_PROBLEMS for p in problems)
     if n_routine:
         lines.append(
-            f"{n_routine} benchmark(s) with skipped or failed parameter "
-            "combinations (listed at the end of the report)"
+            f"{n_routine} benchmark(s) with skipped or failed parameter combinations"
+            + (" (listed at the end of the report)" if in_report else "")
         )
     return lines
 
@@ -266,8 +267,20 @@ def compare(
     columns = tuple(machines) if machines is not None else tuple(all_machines)
     problems = tuple(p for p in problems if p.machine is None or p.machine in columns)
 
+    order_note = None
     if baseline is not None:
         base_sha, kind = git_commits.resolve(baseline, dates, repo, "--baseline")
+        if base_sha is not None and base_sha == head_sha:
+            raise ValueError(
+                f"--baseline {baseline!r} is --head {head!r} itself ({head_sha[:12]}): a commit "
+                "compared with itself says nothing; name the commit or branch before it"
+            )
+        if git_commits.is_before(head_sha, base_sha, repo, dates):
+            order_note = (
+                f"--head {head_sha[:12]} comes before --baseline {base_sha[:12]} in history "
+                f"({'git' if repo is not None else 'the dates asv stores'}): each change is "
+                "judged as going from the newer commit back to the older one; were they swapped?"
+            )
         by_machine = {m: (base_sha,) if base_sha else () for m in columns}
         base = Baseline(kind, baseline, (base_sha,) if base_sha else (), by_machine)
         rows = _rows_vs_commit(index, head_sha, base_sha, columns, thresholds)
@@ -285,6 +298,9 @@ def compare(
         base = Baseline("last-n", str(last), tuple(reversed(union)), by_machine)
         rows = _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent)
     notes = _notes(index, head_label, head_sha, base, columns, rows, set(all_machines))
+    if order_note:
+        notes.insert(0, order_note)
+    notes += [f"{n}." for n in thresholds.unused(baseline is None, (r.benchmark for r in rows))]
     notes += [note for m, note in env_notes if m in columns]
     if baseline is None and repo is None:
         window = {c for cs in by_machine.values() for c in cs} | ({head_sha} if head_sha else set())
@@ -303,7 +319,42 @@ def compare(
                 "without git: pass --repo PATH to use them."
             )
     status = _status(rows, columns, explicit=machines is not None)
+    broken = _broken_head_files(problems, head_sha, columns)
+    for m, files in sorted(broken.items()):
+        notes.append(
+            f"{m}: head's results file {', '.join(sorted(files))} is broken "
+            f"({'; '.join(sorted({k for ks in files.values() for k in ks}))}): what it "
+            "measured cannot all be read, so no verdict says the head is fine."
+        )
+    if broken and status == "ok":
+        status = "insufficient"
     return Report(head_label, base, status, columns, tuple(rows), problems, tuple(notes))
+
+
+# Load problems that mean a result file lost data it holds (not a benchmark the run did not
+# measure): on head's own file, "ok" would judge a head whose measurements were not read.
+BROKEN_FILE_PROBLEMS = frozenset(
+    ("corrupt", "truncated", "unreadable", "not-a-file", "too-large", "bad-value",
+     "wrong-version", "no-results", "commit-mismatch")
+)  # fmt: skip
+
+
+def _broken_head_files(problems, head_sha, columns) -> dict[str, dict[str, set[str]]]:
+    """machine -> {head result file name -> problem kinds} of :data:`BROKEN_FILE_PROBLEMS`.
+    asv names a result file ``<commit[:8]>-<env>.json``: the name says whose it is even
+    where its contents cannot be read."""
+    if not head_sha:
+        return {}
+    out: dict[str, dict[str, set[str]]] = {}
+    for p in problems:
+        name = os.path.basename(p.path)
+        if (
+            p.kind in BROKEN_FILE_PROBLEMS
+            and p.machine in columns
+            and name.startswith(head_sha[:8] + "-")
+        ):
+            out.setdefault(p.machine, {}).setdefault(name, set()).add(p.kind)
+    return out
 
 
 # --- rows ----------------------------------------------------------------------------------

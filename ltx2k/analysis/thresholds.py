@@ -72,7 +72,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ltx2k.analysis.changepoint import DEFAULT_ALPHA as _changepoint_alpha
 
@@ -120,6 +120,28 @@ class Thresholds:
     directions: tuple[tuple[str, str], ...] = DEFAULT_DIRECTIONS
     alpha: float = DEFAULT_ALPHA
     history_alpha: float = DEFAULT_HISTORY_ALPHA
+    # (key, pattern) of every pattern a settings file gave ("thresholds", "steps",
+    # "direction"): what :meth:`unused` checks against the mode and the benchmarks.
+    given: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def unused(self, history: bool, benchmarks) -> list[str]:
+        """Why settings of the file have no effect here: a key the judging mode does not
+        read (``thresholds`` along a history, ``steps`` against a commit), or a pattern
+        that matches none of *benchmarks*."""
+        out = []
+        keys = {k for k, _ in self.given}
+        unread = "thresholds" if history else "steps"
+        if unread in keys:
+            mode, reads = ("--last", "steps") if history else ("--baseline", "thresholds")
+            out.append(
+                f"the thresholds file's {unread!r} do not apply with {mode}, which reads its "
+                f"{reads!r}"
+            )
+        names = sorted(set(benchmarks))
+        for key, pattern in self.given:
+            if key != unread and names and not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                out.append(f"the thresholds file's {key} pattern {pattern!r} matches no benchmark")
+        return out
 
     def __post_init__(self):
         for pattern, ratio in self.ratios + self.steps:
@@ -175,6 +197,15 @@ class Thresholds:
                 directions=tuple((str(k), v) for k, v in directions.items()) + DEFAULT_DIRECTIONS,
                 alpha=data.get("alpha", DEFAULT_ALPHA),
                 history_alpha=data.get("history_alpha", DEFAULT_HISTORY_ALPHA),
+                given=tuple(
+                    (key, str(k))
+                    for key, value in (
+                        ("thresholds", ratios),
+                        ("steps", steps),
+                        ("direction", directions),
+                    )
+                    for k in value
+                ),  # fmt: skip
             )
         except ValueError as e:  # a value out of range: say where it came from
             raise ValueError(f"{source}: {e}") from None

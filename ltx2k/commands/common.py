@@ -135,6 +135,8 @@ def check_results_dir(results: str | os.PathLike, flag: str = "--results") -> No
     path = Path(results)
     if path.is_dir():
         return
+    if path.exists():
+        raise ValueError(f"{flag} {os.fspath(results)!r} is a file; pass the asv results directory")
     where = f" in {Path.cwd()}" if not path.is_absolute() else ""
     hint = next(
         (str(d / "results") for d in project_dirs() if (d / "results").is_dir()),

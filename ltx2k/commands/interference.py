@@ -43,6 +43,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k.analysis import interference
 
+    if not args.out:
+        raise ValueError("--out must name a folder, got ''")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out!r} is a file; pass a folder for the report")
     check_outputs(
         {"--out": args.out},
         {f"--condition {spec}": spec.partition("=")[2] for spec in args.condition or ()},

@@ -53,7 +53,15 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(
         {"--json": args.json, "--plot": args.plot}, {"RUN_A": args.run_a, "RUN_B": args.run_b}
     )
-    runs = detection_power.load_runs(args.run_a, args.run_b)
+    from ltx2k.analysis.regress import problem_notices
+
+    problems: list = []
+    try:
+        runs = detection_power.load_runs(args.run_a, args.run_b, problems)
+    finally:
+        # What could not be read says why cells are missing, before any error about them.
+        for line in problem_notices(problems, in_report=False):
+            print(f"ltx2k power: {line}", file=sys.stderr)
     reports = []
     for label, report in detection_power.at_ratios(
         *runs,

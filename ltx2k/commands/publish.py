@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ltx2k.analysis.model import EXIT_INCOMPLETE
 from ltx2k.commands.common import (
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.results is not None:
         check_results_dir(args.results)
+    if args.repo is not None and not Path(args.repo).is_dir():
+        # Before asv publish, which takes a while and would draw nothing of it.
+        raise ValueError(f"--repo {args.repo!r} is not a directory (a git checkout)")
     config = find_config(args.config, args.results)
     try:
         res = publish.publish_dashboard(

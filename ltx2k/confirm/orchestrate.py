@@ -131,8 +131,9 @@ def confirm(
         plans.append(plan(t, repo, what=what))
     if not plans:
         return outcome
-    if dry_run:
-        outcome.notes.extend(unmatched_in_suite(chosen, results_dir(conf_src)))
+    # Names and --param values the suite as last run here lacks (notes: the commits'
+    # suites may differ), before any measuring.
+    outcome.notes.extend(unmatched_in_suite(chosen, results_dir(conf_src)))
     conf = conf_src if dry_run else _prepare(conf_src, work, machine, setup)
 
     ctx = _Context(conf, repo, machine, env, runner or stream, thresholds, rounds, dry_run)
@@ -152,12 +153,15 @@ def unmatched_in_suite(targets: Sequence[Target], results: Path) -> list[str]:
     Notes, not errors: the suite at the target commits may differ from the last run's."""
     from ltx2k.history.records import load_benchmarks_json
 
-    names = list(load_benchmarks_json(results, []))  # missing or unusable: nothing to say
+    suite = load_benchmarks_json(results, [])  # missing or unusable: nothing to say
+    names = list(suite)
     if not names:
         return []
     notes = []
     for t in targets:
         hits = [n for n in names if replace(t, params=None).matches(n, ())]
+        if hits and t.params and not t.exact:
+            notes += _unknown_params(t, [suite[n] for n in hits], results)
         if not hits:
             notes.append(
                 f"{t.label}: no benchmark of this name in {results / 'benchmarks.json'} "
@@ -168,6 +172,33 @@ def unmatched_in_suite(targets: Sequence[Target], results: Path) -> list[str]:
                 f"{t.label}: matches {len(hits)} benchmarks of the suite as last run here "
                 f"({', '.join(sorted(hits)[:3])}{', ...' if len(hits) > 3 else ''}); "
                 "asv will refuse it: give the full name"
+            )
+    return notes
+
+
+def _unknown_params(t: Target, metas: Sequence, results: Path) -> list[str]:
+    """--param NAME=VALUE pairs that no matching benchmark has: asv's -b regex carries the
+    values only, so a wrong name or value would select nothing, silently."""
+    notes = []
+    for name, value in t.params:
+        known = [m for m in metas if isinstance(m, dict) and name in (m.get("param_names") or ())]
+        if not known:
+            notes.append(
+                f"{t.label}: --param {name}: no parameter of this name in "
+                f"{results / 'benchmarks.json'}; asv would select nothing"
+            )
+            continue
+        values = set()
+        for m in known:
+            axis = m["param_names"].index(name)
+            params = m.get("params") or []
+            if axis < len(params) and isinstance(params[axis], list):
+                values |= {str(v).strip("'\"") for v in params[axis]}
+        if values and value not in values:
+            shown = ", ".join(sorted(values)[:6]) + (", ..." if len(values) > 6 else "")
+            notes.append(
+                f"{t.label}: --param {name}={value}: not a value of {name} in "
+                f"{results / 'benchmarks.json'} ({shown}); asv would select nothing"
             )
     return notes
 
@@ -380,7 +411,10 @@ def run(
     if params and report is not None:
         raise ValueError("--param narrows --benchmark; a report names its cells itself")
     if report is not None and not Path(os.fspath(report)).is_file():
-        raise ValueError(f"--report {os.fspath(report)}: no such file")
+        what = "is a folder" if Path(os.fspath(report)).is_dir() else "no such file"
+        raise ValueError(
+            f"--report {os.fspath(report)}: {what}; pass the JSON report of ltx2k regress --json"
+        )
     if not Path(os.fspath(config)).is_file():
         raise FileNotFoundError(
             f"--config {os.fspath(config)!r} does not exist (run from the repo root)"

@@ -52,6 +52,16 @@ def resolve(ref, known: Iterable[str], repo, what: str) -> tuple[str | None, str
     return (ref.lower() if len(ref) == 40 else None), "commit"
 
 
+def is_before(a: str | None, b: str | None, repo, dates: Mapping[str, int]) -> bool:
+    """Whether commit *a* is an ancestor of *b* (with *repo*), or dated before it (without);
+    False where either is unknown."""
+    if not a or not b or a == b:
+        return False
+    if repo is not None:
+        return git(repo, "merge-base", "--is-ancestor", a, b) is not None
+    return a in dates and b in dates and dates[a] < dates[b]
+
+
 def mainline(head: str, repo, dates: Mapping[str, int]) -> list[str]:
     """Commits up to and including *head*, oldest first.
 

@@ -259,6 +259,9 @@ def host_seconds(
 QUICK_COLUMNS = ("kernel", "variant", "shape", "cold us", "warm us", "host us", "%copyBW", "allocs")
 
 
+MAX_QUICK_SECONDS = 60.0
+
+
 def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
     """Time every variant now (no asv), yielding one row of ``QUICK_COLUMNS`` per case
     as soon as it is measured (``ltx2k quick`` prints them as they come).
@@ -269,6 +272,12 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
         raise TypeError(f"seconds must be a number of seconds, got {type(seconds).__name__}")
     if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
+    if seconds > MAX_QUICK_SECONDS:
+        # Three measurements a cell, dozens of cells: a larger budget is hours at a desk.
+        raise ValueError(
+            f"seconds must be at most {MAX_QUICK_SECONDS:g} per measurement, got {seconds!r}; "
+            "for long measurements use `ltx2k run` (asv)"
+        )
     on_gpu = _on_gpu()
     n = 20 if on_gpu else 2
     for kernel, spec in cases.KERNELS.items():

@@ -54,7 +54,7 @@ def load_conf(path) -> dict:
     an object, or a path key (:data:`CONF_PATH_KEYS`) is not a string."""
     try:
         conf = load_json(path, js_comments=True)
-    except user_error() as e:
+    except (user_error(), ValueError) as e:  # json5, under asv's reader, raises ValueError
         raise ValueError(f"asv config {str(path)!r} is not valid JSON: {e}") from e
     if not isinstance(conf, dict):
         raise ValueError(

@@ -41,6 +41,32 @@ def build_command(asv_args: list[str], config: str, machine_name: str) -> list[s
     return cmd + args
 
 
+def check_passthrough(asv_args: Sequence[str]) -> None:
+    """ValueError for what ``ltx2k run`` cannot pass on to ``asv run``: the options it sets
+    itself (a second --machine or --config would contradict its own) and anything asv
+    run's own option table does not take, such as a second commit range."""
+    args = list(asv_args)
+    if args and args[0] == "--":
+        args = args[1:]
+    for a in args:
+        if a == "--config" or a.startswith("--config="):
+            raise ValueError(
+                "--config belongs to ltx2k run, before the range: `ltx2k run --config FILE "
+                "HEAD^!`; ltx2k hands it to asv"
+            )
+    ns, extra = asv_compat.run_parser().parse_known_args(args)
+    if ns.machine is not None:
+        raise ValueError(
+            f"--machine {ns.machine!r}: ltx2k run names the machine itself, from the GPU "
+            "(`ltx2k machine`); set LTX2K_MACHINE=NAME to choose another name"
+        )
+    if extra:
+        raise ValueError(
+            f"asv run does not take {' '.join(extra)!r} (one commit range at most, and asv "
+            "run's options: `python -m asv run --help`)"
+        )
+
+
 def range_of(asv_args: Sequence[str]) -> str | None:
     """The commit range among *asv_args*, parsed with asv run's own option table."""
     args = list(asv_args)
@@ -114,6 +140,7 @@ def run(
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config {config!r} does not exist (run from the repo root)")
     asv_compat.load_conf(config)  # a config asv would choke on is named here, in a line
+    check_passthrough(asv_args)
     check_range(asv_args, config)
     info = machine.identify()
     # asv's interpreters (its own, pip's, discovery, forkserver, setup_cache) each import
