@@ -920,3 +920,53 @@ def test_gpu_compile_fullgraph_ada(variant, shape):
         for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
             assert_bitexact(o, r, f"value {i}")
     assert_slab_layout(outs, shape.B, shape.S, shape.D)  # still one slab, in order
+
+
+def test_a_launch_for_another_gpu_makes_that_gpu_current(monkeypatch):
+    """Triton launches on the current device: inputs on cuda:1 while cuda:0 is current are
+    launched under ``torch.cuda.device(1)``, on every host path (simulated: no GPU here)."""
+    from ltx2k.kernels import _launch
+
+    class OnGpu1:
+        device = torch.device("cuda", 1)
+
+    entered, launched = [], []
+
+    class Guard:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            entered.append(self.index)
+
+        def __exit__(self, *exc):
+            entered.append("exit")
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    monkeypatch.setattr(_launch, "_normal", lambda *a: launched.append(("triton", entered[:])))
+    monkeypatch.setattr(_launch, "launch", lambda *a: launched.append(("lean", entered[:])))
+    for path in ("triton", "lean"):
+        entered.clear()
+        _launch.launch_by(path, None, (1,), (OnGpu1(),), (), (), 4)
+        assert launched[-1] == (path, [1]) and entered == [1, "exit"]
+    assert _launch.other_device((OnGpu1(),)) == 1
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert _launch.other_device((OnGpu1(),)) is None
+    assert _launch.other_device((torch.empty(1),)) is None  # CPU (the interpreter): as is
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_gpu_inputs_on_another_gpu_give_the_reference(monkeypatch):
+    from ltx2k.workload import cases
+
+    for kernel, spec in sorted(cases.KERNELS.items()):
+        args = spec.make_inputs(spec.gpu_shapes[0], "cuda:1", seed=1, exact=True)
+        want = spec.reference(*args)
+        with torch.cuda.device(0):
+            for launch in ("triton", "lean", "native", "native"):
+                got = cases.variant_fn(kernel, variants.DEFAULT_VARIANT[kernel], launch)(*args)
+                torch.cuda.synchronize(1)
+                got, want = (x if isinstance(x, (tuple, list)) else (x,) for x in (got, want))
+                for g, w in zip(got, want, strict=True):
+                    assert g.device == w.device and torch.equal(g, w), (kernel, launch)

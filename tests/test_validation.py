@@ -573,3 +573,20 @@ def test_angles_past_32_bit_offsets_inside_a_token_are_refused(call):
         run(limit + 1)
     run(limit + 1, token_major=True)
     run(limit - 1)
+
+
+def test_adaln_table_rows_past_32_bit_offsets_are_refused():
+    """AdaLN's kernels offset the table's row as ``value * stride(0)`` in 32 bits: a [9, D]
+    view of a buffer so wide that row 8 starts past 2**31 is refused, naming the table; the
+    widest stride that keeps row 8 inside is accepted (meta tensors: no memory)."""
+    D = 64
+    ts = torch.empty(1, 1, 9 * D, device="meta", dtype=torch.bfloat16)
+
+    def run(width: int):
+        big = torch.empty(9, width, device="meta", dtype=torch.bfloat16)
+        return ltx2k.ltx2_ada_values9(big[:, :D], ts)
+
+    fits = (2**31 - 1 - (D - 1)) // 8  # row 8's last element at 2**31 - 1 exactly
+    run(fits)
+    with pytest.raises(ValueError, match=r"^scale_shift_table: row 8 starts .* 32-bit row"):
+        run(fits + 1)

@@ -163,6 +163,20 @@ def angle_offsets(name: str, t: torch.Tensor, H: int, half: int) -> None:
         )
 
 
+def row_offsets(name: str, t: torch.Tensor) -> None:
+    """ValueError where a 32-bit ``row * stride(0)`` offset would overflow for the rows of
+    a 2-D *t* (AdaLN's table: its kernels offset row ``value`` as ``value * stride(0)`` in
+    32 bits while that stride fits in them). A row view of a wide buffer gets there."""
+    stride = t.stride(0)
+    last = (t.shape[0] - 1) * stride + t.shape[1] - 1
+    if stride <= INT32_MAX < last:
+        raise ValueError(
+            f"{name}: row {t.shape[0] - 1} starts {last - t.shape[1] + 1} elements in "
+            f"({name}.stride(0)={stride}), past the kernels' 32-bit row offsets (2**31 - 1); "
+            f"pass {name}.contiguous()"
+        )
+
+
 # Split RoPE's supported sizes (every kernel in its layout).
 MAX_ROPE_HEADS = 1024
 MAX_ROPE_HEAD_DIM = 512

@@ -394,6 +394,16 @@ def resolve(
     return call
 
 
+def other_device(tensors) -> int | None:
+    """The CUDA device of *tensors* where it is not the current one, else None. Triton
+    launches on the current device and its stream; PyTorch's own ops follow their
+    inputs' device, so a launch for tensors on another GPU must make that one current."""
+    device = tensors[0].device
+    if device.type != "cuda" or device.index is None:
+        return None
+    return device.index if device.index != torch.cuda.current_device() else None
+
+
 def launch_by(
     path: str,
     kernel,
@@ -414,6 +424,16 @@ def launch_by(
     replay (``inputs`` and ``out`` as that method takes them); anything else, and
     ``"native"`` without a site, through :func:`launch`. The site is passed in rather
     than looked up because each kernel keys its memos its own way."""
+    args = (path, kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
+    other = other_device(tensors)
+    if other is None:
+        return _launch_by(*args, site, inputs, out)
+    with torch.cuda.device(other):
+        return _launch_by(*args, site, inputs, out)
+
+
+def _launch_by(path, kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl,
+               site, inputs, out) -> None:  # fmt: skip
     if path == "triton":
         _normal(kernel, grid, tensors, scalars, constexprs, num_warps, launch_pdl)
     elif path == "native" and site is not None:

@@ -239,6 +239,7 @@ def _validate(table: object, timestep: object) -> tuple[int, int, int]:
     _checks.same_device(scale_shift_table=table, timestep=timestep)
     D = table.shape[1]
     _checks.in_range("D", D, 1, MAX_D, "hidden size scale_shift_table.shape[1]")
+    _checks.row_offsets("scale_shift_table", table)
     B, S, last = timestep.shape
     if last != N_VALUES * D:
         raise ValueError(

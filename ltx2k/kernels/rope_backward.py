@@ -112,7 +112,8 @@ def split_rope_backward(
     out = torch.empty(g.shape, dtype=g.dtype, device=g.device)
     if B * S == 0:
         return out
-    _launch.launch(
+    _launch.launch_by(  # lean: the compiled kernel's launcher, on g's device
+        "lean",
         _split_rope_backward_kernel,
         (B * S, triton.cdiv(H, block_heads)),
         (g, cos, sin, out),
