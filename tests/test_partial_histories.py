@@ -59,6 +59,8 @@ def _modes(h: H.History, repo: H.Repo) -> tuple[list[list[str]], str]:
     base = repo.commits[max(h.n_commits - 2, 0)]
     r = ["--repo", str(repo.path)]
     modes = [["--last", "20", *r], ["--last", "5", *r], ["--last", "20"]]
+    if base == head:  # one commit: no baseline but head itself, which regress refuses
+        return modes, head
     return [*modes, ["--baseline", base, *r], ["--baseline", base]], head
 
 
@@ -274,8 +276,9 @@ def test_a_broken_markdown_still_writes_the_json(repo, tmp_path, monkeypatch):
     assert js.is_file() and not md.exists()
     report = Report.from_json(_strict_json(js.read_text()))
     assert report.status == "regression"
-    # Without a regression the incompleteness is the exit status.
-    rc, out, err = _cli([*argv, "--markdown", str(md), "--baseline", head])
+    # Without a regression (two commits before the step) the incompleteness is the exit status.
+    before = ["regress", "--results", str(results), "--head", repo.commits[2], "--json", str(js)]
+    rc, out, err = _cli([*before, "--markdown", str(md), "--baseline", repo.commits[1]])
     assert rc == 4, err
     assert "the report is incomplete (exit 4)" in err
 
