@@ -216,6 +216,18 @@ def test_bad_values_are_left_out_of_asvs_input(history, results, tmp_path):
     assert "Infinity" not in _published_text(html / "graphs")
 
 
+@pytest.mark.slow
+def test_a_benchmarks_json_entry_that_is_no_object_is_left_out(history, results, tmp_path):
+    """One entry of benchmarks.json a string: said as a problem, left out of what asv
+    publish reads, and the dashboard still built from the rest."""
+    _edit(results / "benchmarks.json", lambda d: d.__setitem__(COLD, "not a description"))
+    html = tmp_path / "html"
+    res = publish.publish(history.conf, results, html, repo=history.repo, log=io.StringIO())
+    assert res.asv_ok, [p.message for p in res.problems]
+    assert "corrupt" in {p.kind for p in res.problems}
+    assert (html / "graphs").is_dir() and "time_device_warm" in _published_text(html)
+
+
 def test_exit_on_signals_is_the_stores(tmp_path):
     with exit_on_signals():
         assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)

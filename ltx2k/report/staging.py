@@ -91,7 +91,12 @@ def stage_results(
         except (OSError, ValueError):
             bench = None  # load_results already reported it; asv publish will fail
         if isinstance(bench, dict):
-            kept = {k: v for k, v in bench.items() if k != "version" and k not in refused}
+            # An entry that is not an object (load_results said so) would stop asv publish.
+            kept = {
+                k: v
+                for k, v in bench.items()
+                if k != "version" and k not in refused and isinstance(v, dict)
+            }
             asv_compat.write_json(staged / "benchmarks.json", kept, api_version=2)
     # Result files with one unusable benchmark go to asv without it.
     strip: dict[str, set[str]] = {}
