@@ -942,7 +942,7 @@ def test_a_launch_for_another_gpu_makes_that_gpu_current(monkeypatch):
         def __exit__(self, *exc):
             entered.append("exit")
 
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(_launch, "_current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", Guard)
     monkeypatch.setattr(_launch, "_normal", lambda *a: launched.append(("triton", entered[:])))
     monkeypatch.setattr(_launch, "launch", lambda *a: launched.append(("lean", entered[:])))
@@ -951,7 +951,7 @@ def test_a_launch_for_another_gpu_makes_that_gpu_current(monkeypatch):
         _launch.launch_by(path, None, (1,), (OnGpu1(),), (), (), 4)
         assert launched[-1] == (path, [1]) and entered == [1, "exit"]
     assert _launch.other_device((OnGpu1(),)) == 1
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(_launch, "_current_device", lambda: 1)
     assert _launch.other_device((OnGpu1(),)) is None
     assert _launch.other_device((torch.empty(1),)) is None  # CPU (the interpreter): as is
 

@@ -205,6 +205,18 @@ class Stack:
         )
         return proc
 
+    def ltx2k(self, checkout: Path, *args: str):
+        """The ltx2k CLI of this working tree, in *checkout*, as a runner calls it."""
+        return subprocess.run(
+            ["ltx2k", *args],
+            cwd=checkout,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=SCRIPT_TIMEOUT,
+        )
+
     def outputs(self) -> dict[str, str]:
         lines = self.github_output.read_text().splitlines()
         return dict(line.split("=", 1) for line in lines)
@@ -411,16 +423,7 @@ def test_power_over_a_real_partial_rerun_tests_only_the_cells_measured_again(sta
     shutil.copytree(checkout / "results", run_a)
     names, shape = KERNELS["SplitRope"]
     partial = "SplitRope.({}).*'({})'.*'{}'".format("|".join(METRICS), "|".join(names), shape)
-    proc = subprocess.run(
-        ["ltx2k", "run", "--", "--bench", partial, f"{commit}^!"],
-        cwd=checkout,
-        env=stack.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=SCRIPT_TIMEOUT,
-    )
-    _ok(proc, "ltx2k run (partial re-run)")
+    _ok(stack.ltx2k(checkout, "run", "--", "--bench", partial, f"{commit}^!"), "ltx2k run")
     (a_file,) = (run_a / MACHINE).glob(f"{commit[:8]}-*.json")
     a_values = _selected_values(a_file)
     b_values = _selected_values(checkout / "results" / MACHINE / a_file.name)
@@ -430,15 +433,9 @@ def test_power_over_a_real_partial_rerun_tests_only_the_cells_measured_again(sta
     assert any(b_values[k] != a_values[k] for k in rerun)
 
     report_path = stack.root / "power.json"
-    proc = subprocess.run(
-        ["ltx2k", "power", str(run_a), str(checkout / "results"), "--commit", commit,
-         "--benchmarks", "*", "--min-us", "0", "--json", str(report_path)],
-        cwd=checkout,
-        env=stack.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=SCRIPT_TIMEOUT,
+    proc = stack.ltx2k(
+        checkout, "power", str(run_a), str(checkout / "results"), "--commit", commit,
+        "--benchmarks", "*", "--min-us", "0", "--json", str(report_path),
     )  # fmt: skip
     out = _ok(proc, "ltx2k power")
     (report,) = json.loads(report_path.read_text())

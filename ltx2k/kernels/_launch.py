@@ -401,7 +401,11 @@ def other_device(tensors) -> int | None:
     device = tensors[0].device
     if device.type != "cuda" or device.index is None:
         return None
-    return device.index if device.index != torch.cuda.current_device() else None
+    # The C call under torch.cuda.current_device: CUDA is initialized where a CUDA tensor is.
+    return device.index if device.index != _current_device() else None
+
+
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def launch_by(
