@@ -211,6 +211,61 @@ def test_vmap_ada_folds_or_loops(in_dims):
         assert all(_equal(a[n], b) for a, b in zip(got, want, strict=True))
 
 
+def _batched(args, in_dims, n: int):
+    """``args`` as n samples vmapped at ``in_dims`` (a None dim: the tensor as it is)."""
+    return [
+        t if d is None else t.expand(n, *t.shape).movedim(0, d)
+        for t, d in zip(args, in_dims, strict=True)
+    ]
+
+
+def _vmap_reference(ref, args, in_dims, n: int):
+    """The reference vmapped over n copies of ``args``: over one copy, then cut to n
+    (eager's vmap fallback refuses zero samples)."""
+    got = torch.vmap(ref, in_dims)(*_batched(args, in_dims, max(n, 1)))
+    return got[:n] if isinstance(got, torch.Tensor) else tuple(t[:n] for t in got)
+
+
+# (B, S, samples): a sample without tokens, a sample without batch entries, no samples
+EMPTY_VMAPS = [(2, 0, 2), (0, 3, 2), (2, 3, 0)]
+
+
+@pytest.mark.parametrize("B, S, n", EMPTY_VMAPS)
+@pytest.mark.parametrize("in_dims", [(0, 0, 0), (1, None, None)])
+def test_vmap_rope_of_empty_inputs(B, S, n, in_dims):
+    """Zero tokens or zero samples under vmap give the reference's empty output (the rule
+    unfolds the batch by its size, which a view of zero elements cannot infer), and so does
+    the backward's rule (vmap of grad)."""
+    one = _rope(shapes.RopeShape(B, S, 3, 8))
+
+    def loss(fn):
+        return torch.func.grad(lambda x, cos, sin: fn(x, cos, sin).float().sum())
+
+    for fn, ref in (
+        (ltx2k.apply_ltx2_split_rotary_emb, reference.split_rotary_reference),
+        (loss(ltx2k.apply_ltx2_split_rotary_emb), loss(reference.split_rotary_reference)),
+    ):
+        got = torch.vmap(fn, in_dims)(*_batched(one, in_dims, n))
+        assert _equal(got, _vmap_reference(ref, one, in_dims, n))
+
+
+@pytest.mark.parametrize("B, S, n", EMPTY_VMAPS)
+@pytest.mark.parametrize("in_dims", [(None, 0), (0, 0)])  # folds into B; a table per sample
+def test_vmap_ada_of_empty_inputs(B, S, n, in_dims):
+    one = _ada(shapes.AdaShape(B, S, 8, "bf16"))
+    got = torch.vmap(ltx2k.ltx2_ada_values9, in_dims)(*_batched(one, in_dims, n))
+    want = _vmap_reference(reference.ada_values9_reference, one, in_dims, n)
+    assert len(got) == 9 and all(_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_vmap_ada_of_no_samples_still_validates():
+    """With no samples to loop over, a table per sample is still checked (by its layout)."""
+    table, ts = _ada(shapes.AdaShape(2, 3, 8, "bf16"))
+    args = _batched((table[:8], ts), (0, 0), 0)
+    with pytest.raises(ValueError, match=r"scale_shift_table\.shape\[0\] must be 9"):
+        torch.vmap(ltx2k.ltx2_ada_values9)(*args)
+
+
 # --- export, meta, and which calls go through the op ---------------------------------
 
 

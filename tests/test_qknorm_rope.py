@@ -728,6 +728,40 @@ def test_vmap_folds_or_loops(in_dims, shared, launches, record_launch):
     assert len(recorder.launches) == launches
 
 
+# "row" runs an empty operand's half with S = 0: masked off, after a division by zero
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("B, Sq, Sk, n", [(2, 0, 3, 2), (0, 3, 3, 2), (2, 3, 4, 0)])
+@pytest.mark.parametrize("weight_dim", [None, 0])  # folds into B; a weight per sample
+def test_vmap_of_empty_inputs(B, Sq, Sk, n, weight_dim):
+    """Zero tokens or zero samples under vmap give the reference's empty outputs: the fold
+    unfolds the batch by its size (a view of zero elements cannot infer it), the loop over
+    weights per sample stacks nothing."""
+    one = norm_inputs(Shape(B, Sq, Sk, 3, 8), seed=6)
+    in_dims = (0, 0, weight_dim, weight_dim, 0, 0, 0, 0)
+
+    def stacked(n):
+        return [
+            t if d is None else t.expand(n, *t.shape) for t, d in zip(one, in_dims, strict=True)
+        ]
+
+    got = torch.vmap(run_default, in_dims)(*stacked(n))
+    # over at least one copy, then cut to n: eager's vmap fallback refuses zero samples
+    ref = torch.vmap(lambda *a: want(a), in_dims)(*stacked(max(n, 1)))
+    assert all(_equal(a, b[:n]) for a, b in zip(got, ref, strict=True))
+
+
+def test_vmap_of_no_samples_still_validates():
+    """With no samples to loop over, a weight per sample is still checked (its length)."""
+    args = [t.expand(0, *t.shape) for t in norm_inputs(Shape(2, 3, 3, 3, 8), seed=6)]
+    args[2] = args[2][:, :5]
+    with pytest.raises(ValueError, match=r"q_weight must have H\*D = 24 elements"):
+        torch.vmap(run_default)(*args)
+
+
+def run_default(*args):
+    return qknorm_rope.ltx2_qknorm_split_rope_pair(*args, EPS)
+
+
 def test_jvp_matches_the_reference():
     """torch.func.jvp of the fused function is the reference's, for tangents of the
     activations, the weights, the angles and all of them; shared angles too."""

@@ -581,6 +581,23 @@ def test_vmap_folds_into_batch(in_dims, shared, record_launch):
     assert len(recorder.launches) == 1  # one launch for the whole batch
 
 
+# "row" runs an empty operand's half with S = 0: masked off, after a division by zero
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("B, Sq, Sk, n", [(2, 0, 3, 2), (2, 0, 0, 2), (0, 3, 3, 2), (2, 3, 4, 0)])
+def test_vmap_of_empty_inputs(B, Sq, Sk, n):
+    """Zero tokens or zero samples under vmap give the reference's empty outputs (the rule
+    unfolds the batch by its size, which a view of zero elements cannot infer)."""
+    one = pair_inputs(Pair(B, Sq, Sk, 3, 8), seed=6)
+    got = torch.vmap(rope_pair.apply_ltx2_split_rotary_emb_pair)(
+        *[t.expand(n, *t.shape) for t in one]
+    )
+    # over at least one copy, then cut to n: eager's vmap fallback refuses zero samples
+    want = torch.vmap(reference.split_rope_pair_reference)(
+        *[t.expand(max(n, 1), *t.shape) for t in one]
+    )
+    assert all(_equal(a, b[:n]) for a, b in zip(got, want, strict=True))
+
+
 def test_jvp_matches_the_reference():
     """Tangents of q and k, of the angles, and of both; shared angles too (their tangent
     reaches both outputs)."""

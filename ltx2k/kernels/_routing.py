@@ -63,3 +63,24 @@ def fold(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
     """The vmapped dimension of ``t`` (or a broadcast one) merged into its first dim."""
     t = t.movedim(dim, 0) if dim is not None else t.expand(n, *t.shape)
     return t.reshape(n * t.shape[1], *t.shape[2:])
+
+
+def sample_shape(t: torch.Tensor, dim: int | None) -> tuple[int, ...]:
+    """The shape of one sample of ``t`` vmapped at ``dim`` (``t``'s own where not vmapped)."""
+    return tuple(t.shape) if dim is None else (*t.shape[:dim], *t.shape[dim + 1 :])
+
+
+def unfold(out: torch.Tensor, n: int, like: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """A folded call's output ``[n*B, ...]`` as ``[n, B, ...]``, B being the first dim of
+    one sample of ``like`` (vmapped at ``dim``). B is given, not left to ``view(n, -1, ...)``:
+    an output of zero elements (no tokens, or no samples) cannot infer it."""
+    return out.view(n, sample_shape(like, dim)[0], *out.shape[1:])
+
+
+def meta_sample(t: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """One sample of ``t`` vmapped at ``dim``, as a meta tensor of its shape, strides and
+    dtype: what a rule that loops over the samples validates when there are none."""
+    keep = [d for d in range(t.dim()) if d != dim]
+    return torch.empty_strided(
+        [t.shape[d] for d in keep], [t.stride(d) for d in keep], dtype=t.dtype, device="meta"
+    )

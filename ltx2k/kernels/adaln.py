@@ -334,10 +334,19 @@ def _(info, in_dims, scale_shift_table, timestep, variant, launch):
         # One table for every sample: the vmapped dim folds into B.
         ts = _routing.fold(timestep, sd, n).contiguous()
         slab = torch.ops.ltx2k.ada_values9(scale_shift_table, ts, variant, launch)
-        return slab.view(slab.shape[0], n, -1, *slab.shape[2:]), 1
+        # B given, not -1: a slab of zero elements cannot infer it
+        B = _routing.sample_shape(timestep, sd)[0]
+        return slab.view(slab.shape[0], n, B, *slab.shape[2:]), 1
     # A table per sample cannot share a launch (the kernel reads one table): a loop.
     tables = scale_shift_table.movedim(td, 0)
     steps = timestep.movedim(sd, 0) if sd is not None else timestep.expand(n, *timestep.shape)
+    if n == 0:
+        # No samples to loop over: validate one sample's layout (meta: no launch), then
+        # the empty stack (torch.stack of nothing raises).
+        _launch.resolve(CALLS, variant, launch)
+        meta = _routing.meta_sample
+        B, S, D = _validate(meta(scale_shift_table, td), meta(timestep, sd).contiguous())
+        return torch.empty((0, N_VALUES, B, S, D), dtype=torch.bfloat16, device=timestep.device), 0
     outs = [
         torch.ops.ltx2k.ada_values9(tables[i], steps[i].contiguous(), variant, launch)
         for i in range(n)

@@ -529,6 +529,20 @@ def _vmap(info, in_dims, q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, e
         def at(t, d, i):
             return t if d is None else t.movedim(d, 0)[i]
 
+        if n == 0:
+            # No samples to loop over: validate one sample's layout (meta: no launch),
+            # then the empty stack (torch.stack of nothing raises).
+            meta = _routing.meta_sample
+            _launch.resolve(CALLS, variant, launch)
+            _validate(
+                meta(q, qd).contiguous(), meta(k, kd).contiguous(),
+                meta(q_weight, qwd).contiguous(), meta(k_weight, kwd).contiguous(),
+                meta(q_cos, qcd), meta(q_sin, qsd), meta(k_cos, kcd), meta(k_sin, ksd), eps,
+            )  # fmt: skip
+            return tuple(
+                torch.empty((0, *_routing.sample_shape(x, d)), dtype=x.dtype, device=x.device)
+                for x, d in ((q, qd), (k, kd))
+            ), (0, 0)
         outs = [
             op(at(q, qd, i).contiguous(), at(k, kd, i).contiguous(),
                at(q_weight, qwd, i).contiguous(), at(k_weight, kwd, i).contiguous(),
@@ -543,7 +557,8 @@ def _vmap(info, in_dims, q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, e
     if q_cos is k_cos and q_sin is k_sin and (qcd, qsd) == (kcd, ksd):
         cos_sin = (cos_sin[0], cos_sin[1], cos_sin[0], cos_sin[1])
     q_out, k_out = op(qf, kf, q_weight, k_weight, *cos_sin, eps, variant, launch)
-    return (q_out.view(n, -1, *q_out.shape[1:]), k_out.view(n, -1, *k_out.shape[1:])), (0, 0)
+    unfold = _routing.unfold
+    return (unfold(q_out, n, q, qd), unfold(k_out, n, k, kd)), (0, 0)
 
 
 qknorm_split_rope_pair.register_autograd(_grad, setup_context=_setup)

@@ -473,7 +473,7 @@ def _(info, in_dims, x, cos, sin, variant, launch):
     out = torch.ops.ltx2k.split_rope(
         xf, _routing.fold(cos, cd, n), _routing.fold(sin, sd, n), variant, launch
     )
-    return out.view(n, -1, *out.shape[1:]), 0
+    return _routing.unfold(out, n, x, xd), 0
 
 
 @split_rope_backward.register_vmap
@@ -484,7 +484,7 @@ def _(info, in_dims, grad, cos, sin):
     out = torch.ops.ltx2k.split_rope_backward(
         gf, _routing.fold(cos, cd, n), _routing.fold(sin, sd, n)
     )
-    return out.view(n, -1, *out.shape[1:]), 0
+    return _routing.unfold(out, n, grad, gd), 0
 
 
 # --- the public function's entry to the op ---------------------------------------------

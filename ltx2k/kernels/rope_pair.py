@@ -387,7 +387,8 @@ def _vmap(info, in_dims, q, k, q_cos, q_sin, k_cos, k_sin, variant, launch):
     if shares_angles(q_cos, q_sin, k_cos, k_sin) and (qcd, qsd) == (kcd, ksd):
         cos_sin = (cos_sin[0], cos_sin[1], cos_sin[0], cos_sin[1])
     q_out, k_out = torch.ops.ltx2k.split_rope_pair(qf, kf, *cos_sin, variant, launch)
-    return (q_out.view(n, -1, *q_out.shape[1:]), k_out.view(n, -1, *k_out.shape[1:])), (0, 0)
+    unfold = _routing.unfold
+    return (unfold(q_out, n, q, qd), unfold(k_out, n, k, kd)), (0, 0)
 
 
 split_rope_pair.register_autograd(_grad, setup_context=_setup)
