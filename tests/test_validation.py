@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import ltx2k
 from ltx2k import runtime
 from ltx2k.kernels import _checks, adaln, rope
-from ltx2k.workload import cases, reference, shapes
+from ltx2k.workload import cases, reference, shapes, variants
 
 DEVICE = runtime.device()
 
@@ -291,6 +291,23 @@ def test_cpu_tensors_rejected_outside_interpreter(monkeypatch):
     table, ts = ada_inputs(1, 2, 8, "bf16", seed=0, device="cpu")
     with pytest.raises(ValueError, match="scale_shift_table is on cpu.*CUDA"):
         adaln.ltx2_ada_values9(table, ts)
+
+
+@pytest.mark.parametrize("kernel", sorted(cases.KERNELS))
+def test_zero_tensors_are_refused_by_name(kernel):
+    """A ZeroTensor (torch._efficientzerotensor) has contiguous strides but no memory: its
+    data_ptr() is 0, which a launch would read on the GPU (an illegal address: the CUDA
+    context is lost). Each tensor argument in its place is refused, naming it."""
+    spec = cases.KERNELS[kernel]
+    args = spec.make_inputs(spec.cpu_shapes[0], DEVICE, seed=3, exact=True)
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    assert len(positions) == len(spec.record_args)
+    fn = cases.variant_fn(kernel, variants.DEFAULT_VARIANT[kernel])
+    for i, name in zip(positions, spec.record_args, strict=True):
+        zero = list(args)
+        zero[i] = torch._efficientzerotensor(args[i].shape, dtype=args[i].dtype, device=DEVICE)
+        with pytest.raises(TypeError, match=rf"^{name} is a ZeroTensor"):
+            fn(*zero)
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,9 @@ def real_data(**tensors: torch.Tensor) -> None:
     unchecked, so the kernel would read and write address 0 and leave the CUDA context
     unusable. The public functions send FakeTensors to the registered ops' fake
     implementations (ltx2k.kernels.ops), so this is the backstop of the launch path itself.
+    Refuses a ZeroTensor (``torch._efficientzerotensor``: PyTorch's zeros without memory,
+    which some of its derivative formulas return) for the same reason: its data_ptr() is 0,
+    yet its strides are contiguous, so every layout check passes.
     Not called while torch.compile traces."""
     for name, t in tensors.items():
         if isinstance(t, FakeTensor):
@@ -85,6 +88,12 @@ def real_data(**tensors: torch.Tensor) -> None:
                 f"{name} is a FakeTensor (shape {tuple(t.shape)}, e.g. under FakeTensorMode); "
                 "the Triton kernels read and write real memory. To trace them, call "
                 "torch.ops.ltx2k.* (or the public functions), which have fake implementations"
+            )
+        if t._is_zerotensor():
+            raise TypeError(
+                f"{name} is a ZeroTensor (shape {tuple(t.shape)}, torch._efficientzerotensor): "
+                "it has no memory for the Triton kernels to read; pass "
+                f"torch.zeros({tuple(t.shape)}, dtype={t.dtype}) instead"
             )
 
 
