@@ -592,6 +592,40 @@ def test_angles_past_32_bit_offsets_inside_a_token_are_refused(call):
     run(limit - 1)
 
 
+@pytest.mark.parametrize("call", ["single", "backward", "pair_q", "pair_k", "fused_q", "fused_k"])
+def test_token_counts_past_32_bit_program_ids_are_refused(call):
+    """The kernels number programs and tokens in 32 bits (a tiled program's first token is
+    program_id * BLOCK_TOKENS): 2**30 tokens or more in an operand are refused, naming it;
+    one fewer is accepted (meta tensors: no memory)."""
+    bf = torch.bfloat16
+
+    def operand(B: int, S: int):
+        return (
+            torch.empty(B, S, 2, device="meta", dtype=bf),
+            torch.empty(B, 1, S, 1, device="meta", dtype=bf),
+        )
+
+    def run(B: int, S: int):
+        x, cos = operand(B, S)
+        y, y_cos = operand(B, 1)
+        w = torch.empty(2, device="meta", dtype=bf)
+        if call == "single":
+            return ltx2k.apply_ltx2_split_rotary_emb(x, cos, cos)
+        if call == "backward":
+            return torch.ops.ltx2k.split_rope_backward(x, cos, cos)
+        if call.endswith("_k"):  # x is k, a short q
+            x, cos, y, y_cos = y, y_cos, x, cos
+        if call.startswith("pair"):
+            return ltx2k.apply_ltx2_split_rotary_emb_pair(x, y, cos, cos, y_cos, y_cos)
+        return ltx2k.ltx2_qknorm_split_rope_pair(x, y, w, w, cos, cos, y_cos, y_cos, 1e-6)
+
+    name = {"single": "x", "backward": "grad"}.get(call, call[-1])
+    pattern = rf"token count \({name}\.shape\[0\] \* {name}\.shape\[1\]\) B\*S=1073741824 "
+    with pytest.raises(ValueError, match=pattern):
+        run(2, 2**29)
+    run(1, 2**30 - 1)
+
+
 def test_adaln_table_rows_past_32_bit_offsets_are_refused():
     """AdaLN's kernels offset the table's row as ``value * stride(0)`` in 32 bits: a [9, D]
     view of a buffer so wide that row 8 starts past 2**31 is refused, naming the table; the

@@ -121,6 +121,7 @@ def rope_operands(
     unit_last_stride(cn, cos)
     unit_last_stride(sn, sin)
     B, S, HD = x.shape
+    in_range("B*S", B * S, 0, MAX_ROPE_TOKENS, f"token count ({xn}.shape[0] * {xn}.shape[1])")
     cb, H, cs, half = cos.shape
     if cb != B:
         raise ValueError(
@@ -189,3 +190,12 @@ def row_offsets(name: str, t: torch.Tensor) -> None:
 # Split RoPE's supported sizes (every kernel in its layout).
 MAX_ROPE_HEADS = 1024
 MAX_ROPE_HEAD_DIM = 512
+# Tokens (B*S) of one operand. The kernels number programs and tokens in 32 bits: a
+# grid's first dim (at most 2**31 - 1 on CUDA) holds a program per token, or per tile of
+# tokens with q's and k's programs together in the pair and the fused prologue; a tiled
+# program's tokens are ``program_id * BLOCK_TOKENS + arange(BLOCK_TOKENS)``, and the
+# last tile of q in the pair and the prologue runs past q's last token. With fewer than
+# 2**30 tokens every one of those fits; past 2**31 a tiled program's token index wraps
+# negative (and passes the pair's and the prologue's token mask): the kernel would read
+# and write before its tensors.
+MAX_ROPE_TOKENS = 2**30 - 1

@@ -46,7 +46,8 @@ the same compiled kernel with the same grid, so only host latency differs:
 ``"blocked_lean"`` and ``"blocked_native"``, the names of two (algorithm, launch
 path) pairs from before the launch path was its own parameter, are still accepted.
 
-Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S.
+Supported: ``1 <= H <= 1024``, even head dim ``2 <= D <= 512``; any B, S with
+``B*S < 2**30`` tokens (the kernels number tokens in 32 bits).
 
 The module registers two ``torch.library`` ops (:mod:`ltx2k.kernels.ops` lists them):
 ``torch.ops.ltx2k.split_rope(x, cos, sin, variant, launch)`` and its gradient w.r.t.
