@@ -322,6 +322,18 @@ def test_grid_program_limit_raises(monkeypatch):
         adaln.ltx2_ada_values9(table, ts, variant="slab_grid")
 
 
+@pytest.mark.parametrize("variant", sorted(adaln.ROW_ALGORITHMS))
+def test_row_program_limit_raises(variant, monkeypatch, record_launch):
+    """The row kernel launches a program per row: more rows than CUDA's grid takes are
+    refused by name before anything launches."""
+    recorder = record_launch(adaln, "_ada_values9_kernel")
+    monkeypatch.setattr(adaln, "MAX_PROGRAMS", 2 * 3 - 1)
+    table, ts = ada_inputs(2, 3, 16, seed=0)
+    with pytest.raises(ValueError, match=rf"'{variant}' .* B\*S = 6 rows .*\(2, 3, 144\)"):
+        adaln.ltx2_ada_values9(table, ts, variant=variant)
+    assert recorder.launches == []
+
+
 # --- mutation tests: the checks above fail for a wrongly indexed grid kernel ----------
 # Positional arguments of _ada_values9_grid_kernel: table, timestep, out, D, stride_table,
 # stride_value.

@@ -269,6 +269,13 @@ def _launch_python(scale_shift_table, timestep, algo: str, path: str) -> tuple[t
     B, S, D = _validate(scale_shift_table, timestep)
     if algo in GRID_ALGORITHMS:
         return _values9_grid(scale_shift_table, timestep, B, S, D, algo, path)
+    if B * S > MAX_PROGRAMS:
+        # One program per row on the grid's x axis: past CUDA's limit the launch fails
+        # inside Triton (and program_id, an int32, could not number the rows).
+        raise ValueError(
+            f"variant {algo!r} launches a program per row: B*S = {B * S} rows of timestep "
+            f"{tuple(timestep.shape)}, over CUDA's {MAX_PROGRAMS}"
+        )
     outs = ROW_ALGORITHMS[algo](B, S, D, timestep.device)
     if not torch.compiler.is_compiling():
         _checks.real_data(scale_shift_table=scale_shift_table, timestep=timestep, out=outs[0])
