@@ -351,6 +351,9 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
         assert "comes before" not in md.read_text()
 
 
+_REGRESS = ["regress", "--results", "{results}", "--head", "{head}"]
+
+
 @pytest.mark.parametrize(
     "argv, said",
     [
@@ -360,6 +363,11 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
         (["quick", "--seconds", "1e9"], "--seconds must be at most 60"),
         (["publish", "--config", "{bad_json}"], "is not valid JSON"),
         (["publish", "--config", "{conf}", "--repo", "{dir}/nope"], "--repo"),
+        # A folder git does not know: publish would run asv for nothing, and regress
+        # would match the shas against the results alone, ordered by date, unsaid.
+        (["publish", "--config", "{conf}", "--repo", "{dir}"], "is not a git repository"),
+        ([*_REGRESS, "--baseline", "{base}", "--repo", "{dir}"], "--repo '{dir}' is not a git"),
+        ([*_REGRESS, "--last", "3", "--repo", "{dir}"], "--repo '{dir}' is not a git repository"),
         (
             ["confirm", "--report", "{dir}", "--machine", "h200", "--config", "{conf}"],
             "is a folder",
@@ -367,15 +375,23 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
     ],
 )
 def test_a_bad_path_or_number_is_one_line_before_any_work(capsys, tmp_path, hist, argv, said):
-    root, _, _ = hist
+    root, repo, _ = hist
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{\n")
-    paths = {"file": a_file, "dir": tmp_path, "bad_json": bad_json, "conf": root / "asv.conf.json"}
+    paths = {
+        "file": a_file,
+        "dir": tmp_path,
+        "bad_json": bad_json,
+        "conf": root / "asv.conf.json",
+        "results": root / "results",
+        "head": repo.commits[4],
+        "base": repo.commits[3],
+    }
     rc, _, err = _cli(capsys, *(a.format(**paths) for a in argv))
     lines = err.strip().splitlines()
-    assert rc == 1 and said in err and "Traceback" not in err, err
+    assert rc == 1 and said.format(**paths) in err and "Traceback" not in err, err
     assert lines[-1].startswith("ltx2k: error:"), err
     assert a_file.read_text() == "x"
 
