@@ -889,7 +889,7 @@ def test_cli_nothing_flagged_exits_0_and_writes_both_files(
     assert "nothing flagged" in (tmp_path / "c.md").read_text()
     assert out == ""  # --markdown: the summary goes to the file only
     rc, _, err = _cli(capsys, "confirm", "--report", report, "--json", tmp_path / "no/dir/c.json")
-    assert rc == 1 and "--json" in err and "cannot write" in err
+    assert rc == 1 and "--json" in err and "does not exist; create it first" in err
 
 
 def test_cli_help_documents_every_flag(capsys):
