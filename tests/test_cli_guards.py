@@ -141,6 +141,23 @@ def test_an_asv_config_that_is_json_but_not_a_config_is_one_line(
     assert "Traceback" not in err and match in err, err
 
 
+def test_confirm_refuses_an_output_it_cannot_write_before_any_work(capsys, tmp_path, hist):
+    """Checked after the re-measurements, the error came after hours of GPU work and
+    kept the summary from stdout too."""
+    _, _, report = hist
+    rc, out, err = _cli(
+        capsys, "confirm", "--report", report, "--machine", "h200", "--config",
+        hist[0] / "asv.conf.json", "--work", tmp_path / "work", "--dry-run",
+        "--markdown", tmp_path / "nope" / "c.md",
+    )  # fmt: skip
+    assert rc == 1 and out == "", err
+    assert err.strip().splitlines() == [
+        f"ltx2k: error: --markdown {str(tmp_path / 'nope' / 'c.md')!r}: its folder "
+        f"{str(tmp_path / 'nope')!r} does not exist; create it first"
+    ]
+    assert not (tmp_path / "work").exists()
+
+
 def test_regress_writes_every_output_it_can(capsys, tmp_path, hist):
     root, repo, _ = hist
     md = tmp_path / "ok.md"
@@ -351,6 +368,11 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
         assert "comes before" not in md.read_text()
 
 
+_REGRESS = ["regress", "--results", "{results}", "--head", "{head}"]
+_CONFIRM = ["confirm", "--report", "{report}", "--machine", "h200", "--config", "{conf}"]
+_CONFIRM += ["--work", "{dir}/work", "--dry-run"]
+
+
 @pytest.mark.parametrize(
     "argv, said",
     [
@@ -360,6 +382,14 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
         (["quick", "--seconds", "1e9"], "--seconds must be at most 60"),
         (["publish", "--config", "{bad_json}"], "is not valid JSON"),
         (["publish", "--config", "{conf}", "--repo", "{dir}/nope"], "--repo"),
+        # A folder git does not know: publish would run asv for nothing, and regress
+        # would match the shas against the results alone, ordered by date, unsaid.
+        (["publish", "--config", "{conf}", "--repo", "{dir}"], "is not a git repository"),
+        ([*_REGRESS, "--baseline", "{base}", "--repo", "{dir}"], "--repo '{dir}' is not a git"),
+        ([*_REGRESS, "--last", "3", "--repo", "{dir}"], "--repo '{dir}' is not a git repository"),
+        # An output file in a missing folder: refused before the work (the power command's
+        # cases are in test_detection_power.py).
+        (_CONFIRM + ["--json", "{dir}/nope/c.json"], "--json '{dir}/nope/c.json': its folder"),
         (
             ["confirm", "--report", "{dir}", "--machine", "h200", "--config", "{conf}"],
             "is a folder",
@@ -367,17 +397,27 @@ def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsy
     ],
 )
 def test_a_bad_path_or_number_is_one_line_before_any_work(capsys, tmp_path, hist, argv, said):
-    root, _, _ = hist
+    root, repo, report = hist
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{\n")
-    paths = {"file": a_file, "dir": tmp_path, "bad_json": bad_json, "conf": root / "asv.conf.json"}
+    paths = {
+        "file": a_file,
+        "dir": tmp_path,
+        "bad_json": bad_json,
+        "conf": root / "asv.conf.json",
+        "results": root / "results",
+        "head": repo.commits[4],
+        "base": repo.commits[3],
+        "report": report,
+    }
     rc, _, err = _cli(capsys, *(a.format(**paths) for a in argv))
     lines = err.strip().splitlines()
-    assert rc == 1 and said in err and "Traceback" not in err, err
+    assert rc == 1 and said.format(**paths) in err and "Traceback" not in err, err
     assert lines[-1].startswith("ltx2k: error:"), err
     assert a_file.read_text() == "x"
+    assert not (tmp_path / "nope").exists()  # no folder made for an output refused
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ in the Triton interpreter.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -171,6 +172,19 @@ def test_report_cells_without_a_step_are_skipped_with_a_note(tmp_path, repo):
             "abc", "0" * 40, [])}})]}), "rows[0] step.last_good: expected a full commit sha"),
         (json.dumps({"rows": [{"benchmark": BENCH, "params": "blocked", "cells": {
             MACHINE: {"flag": "regression", "step": None}}}]}), "'params' must be a list"),
+        # Valid JSON that regress never writes. A NaN ratio sorted anywhere in
+        # --max-cells' worst-first order; 10**400 and deep nesting were tracebacks.
+        (json.dumps({"rows": [_row(cells={MACHINE: {"flag": "regression", "ratio": math.nan,
+            "step": _step("0" * 40, "1" * 40, [])}})]}),
+         f"rows[0].cells['{MACHINE}'].ratio: expected a finite number"),
+        (json.dumps({"rows": [_row(threshold=0.5, cells={MACHINE: {"flag": "regression",
+            "step": _step("0" * 40, "1" * 40, [])}})]}),
+         "rows[0].threshold: expected a finite number >= 1"),
+        (json.dumps({"rows": [_row(threshold="1.03", cells={MACHINE: {"flag": "regression",
+            "step": _step("0" * 40, "1" * 40, [])}})]}), "rows[0].threshold: expected"),
+        (json.dumps({"rows": [_row(cells={MACHINE: {"flag": "regression", "ratio": 10**400,
+            "step": _step("0" * 40, "1" * 40, [])}})]}), "not valid JSON (an integer of 401"),
+        ("[" * 100_000, "--report {path}: not valid JSON (JSON nested more than"),
     ],
 )  # fmt: skip
 def test_report_errors_name_the_flag_and_the_file(tmp_path, content, message):
@@ -875,7 +889,7 @@ def test_cli_nothing_flagged_exits_0_and_writes_both_files(
     assert "nothing flagged" in (tmp_path / "c.md").read_text()
     assert out == ""  # --markdown: the summary goes to the file only
     rc, _, err = _cli(capsys, "confirm", "--report", report, "--json", tmp_path / "no/dir/c.json")
-    assert rc == 1 and "--json" in err and "cannot write" in err
+    assert rc == 1 and "--json" in err and "does not exist; create it first" in err
 
 
 def test_cli_help_documents_every_flag(capsys):

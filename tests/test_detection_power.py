@@ -143,6 +143,32 @@ def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
     assert "smallest slowdown flagged in every cell" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "flag, path, said",
+    [
+        ("--plot", "nope/p.png", "--plot '{tmp}/nope/p.png': its folder '{tmp}/nope' does not"),
+        ("--json", "nope/p.json", "--json '{tmp}/nope/p.json': its folder '{tmp}/nope' does not"),
+        ("--plot", ".", "--plot '{tmp}' is a folder; pass a file path"),
+    ],
+)
+def test_cli_treats_json_and_plot_paths_alike_before_the_analysis(
+    tmp_path, monkeypatch, capsys, flag, path, said
+):
+    """--plot into a missing folder created it, where --json failed on one after the
+    analysis (and after --json was written, for a --plot that could not be)."""
+    a, b = aa_pair(3)
+    runs = {"A": a, "B": b}
+    monkeypatch.setattr("ltx2k.history.records.load_results", lambda p: (runs[str(p)], []))
+    other = "--json" if flag == "--plot" else "--plot"
+    written = tmp_path / ("ok.json" if other == "--json" else "ok.png")
+    argv = ["power", "A", "B", flag, str(tmp_path / path), other, str(written)]
+    assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert out == "" and line.startswith("ltx2k: error: " + said.format(tmp=tmp_path)), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder made, nothing written
+
+
 def test_cli_says_what_it_could_not_read_and_why_nothing_pairs(monkeypatch, capsys):
     from ltx2k.history.records import Problem
 

@@ -127,3 +127,13 @@ def test_a_data_file_shape_past_what_shapes_add_allows_is_refused(tmp_path, caps
     rc, err = _main(capsys, "shapes", "add", "no-such-record.json", "--data", path)
     _one_error_line(rc, err, f"{path}: shapes[0]: ", *parts)
     assert Path(path).read_bytes() == before
+
+
+def test_the_shipped_data_file_is_within_what_shapes_add_allows():
+    """The suite loads the data file without check_runnable (see its docstring): the
+    committed file is held to it here, every shape of every list."""
+    from ltx2k.commands.shapes import check_runnable
+    from ltx2k.workload import shapes
+
+    suite = shapes.load(shapes.DATA_FILE, check_runnable)
+    assert suite.shapes == shapes.SHAPES

@@ -24,6 +24,9 @@ BAD_FILES = {
     "not_utf8": (b'{"alpha": 0.01}\xff', "not UTF-8 text"),
     "not_json": (b'{"alpha": ', "is not valid JSON"),
     "nested": (b"[" * 100_000, "is not valid JSON"),
+    # Past Python's int-digit limit, json.loads raised a ValueError naming no file.
+    "digits": (b'{"alpha": 1' + b"0" * 5000 + b"}", "an integer of 5001 digits"),
+    "huge_ratio": (b'{"steps": {"*": 1' + b"0" * 400 + b"}}", "is not valid JSON"),
 }
 
 
@@ -46,7 +49,9 @@ def results(tmp_path_factory):
     return write_results(tmp_path_factory.mktemp("results"), records({}, 1, cells=CELLS[:2]))
 
 
-@pytest.mark.parametrize("case", ["list", "null", "thresholds_list", "not_utf8", "alpha_zero"])
+@pytest.mark.parametrize(
+    "case", ["list", "null", "thresholds_list", "not_utf8", "alpha_zero", "digits", "huge_ratio"]
+)
 def test_regress_says_it_in_one_line(tmp_path, capsys, results, case):
     text, message = BAD_FILES[case]
     path = tmp_path / "thr.json"
@@ -66,6 +71,9 @@ def test_a_mapping_of_the_wrong_type_is_a_value_error_naming_the_source():
         Thresholds.from_mapping([], source="my settings")
     with pytest.raises(ValueError, match=r"^my settings: alpha must be a number in \(0, 1\)"):
         Thresholds.from_mapping({"alpha": 1}, source="my settings")
+    # An int past a float's range: math.isfinite raised OverflowError (a traceback).
+    with pytest.raises(ValueError, match=r"^my settings: threshold for '\*' must be a finite"):
+        Thresholds.from_mapping({"thresholds": {"*": 10**400}}, source="my settings")
 
 
 def test_a_good_file_still_loads(tmp_path):

@@ -356,6 +356,27 @@ def test_policy_load_and_validation(tmp_path):
     p.write_text(json.dumps({"exclusive": "oops"}))
     with pytest.raises(ValueError, match="'exclusive' list"):
         partition.Policy.load(p)
+    # Entries that are not strings were the constructor's TypeError (a traceback on the
+    # command line); a regex that does not compile did not say which file held it.
+    for entries, said in (([1], "must list regex strings, got 1"), ([None], "got None"),
+                          (["("], "exclusive regex '(' does not compile")):  # fmt: skip
+        p.write_text(json.dumps({"exclusive": entries}))
+        with pytest.raises(ValueError, match=re.escape(f"policy file {str(p)!r}: ")) as e:
+            partition.Policy.load(p)
+        assert said in str(e.value)
+
+
+def test_shard_run_names_a_bad_policy_file_in_one_line(tmp_path, capsys):
+    from ltx2k import cli
+
+    p = tmp_path / "policy.json"
+    p.write_text(json.dumps({"exclusive": [r"\.time_host_latency$", 7]}))
+    rc = cli.main(["shard-run", "--dry-run", "--policy", str(p), "--", "HEAD^!"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        f"ltx2k: error: policy file {str(p)!r}: 'exclusive' must list regex strings, got 7"
+    ]
 
 
 def test_a_policy_file_keeps_where_it_was_measured(tmp_path):

@@ -179,6 +179,9 @@ def triage(
     log = sys.stderr if log is None else log
     if not os.path.isdir(results_dir):
         raise ValueError(f"--results {os.fspath(results_dir)!r} is not a directory of asv results")
+    # Before the head is looked up in it: a folder git does not know would make any
+    # head "not a commit of --repo".
+    git_commits.check_repo(repo)
     window = _window(head, baseline=baseline, last=last, repo=repo, env=env)
     try:
         records, problems = load_results(results_dir, select=window)

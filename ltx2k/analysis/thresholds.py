@@ -68,13 +68,14 @@ File format (JSON), all keys optional::
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import os
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ltx2k.analysis.changepoint import DEFAULT_ALPHA as _changepoint_alpha
+from ltx2k.history.jsonfile import parse_json
 
 DEFAULT_RATIOS: tuple[tuple[str, float], ...] = (
     ("*.time_device_*", 1.03),
@@ -156,7 +157,7 @@ class Thresholds:
             if isinstance(value, bool) or not (
                 isinstance(value, (int, float)) and 0.0 < value < 1.0
             ):
-                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+                raise ValueError(f"{name} must be a number in (0, 1), got {reprlib.repr(value)}")
 
     def ratio_for(self, benchmark: str) -> float:
         """The threshold ratio of a commit-vs-commit judgement."""
@@ -216,15 +217,19 @@ class Thresholds:
         p = os.fspath(path)
         try:
             with open(p, encoding="utf-8") as f:
-                data = json.load(f)
+                text = f.read()
         except UnicodeDecodeError as e:  # before ValueError: it is one
             raise ValueError(
                 f"thresholds file {p!r} is not UTF-8 text (byte {e.start}): {e.reason}"
             ) from None
-        except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
-            raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from None
         except OSError as e:
             raise ValueError(f"thresholds file {p!r} cannot be read: {e.strerror or e}") from e
+        try:
+            # Bounded as the results are: json.loads alone turns 5000 digits into a
+            # ValueError that names no file, and nesting into a RecursionError.
+            data = parse_json(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"thresholds file {p!r} is not valid JSON: {e}") from None
         return cls.from_mapping(data, source=f"thresholds file {p!r}")
 
 
@@ -232,13 +237,22 @@ def _check_ratio(pattern: str, ratio) -> None:
     if (
         isinstance(ratio, bool)
         or not isinstance(ratio, (int, float))
-        or not math.isfinite(ratio)
+        or not _finite(ratio)
         or ratio < 1.0
     ):
         raise ValueError(
             f"threshold for {pattern!r} must be a finite ratio >= 1.0 (1.05 = 5% worse), "
-            f"got {ratio!r}"
+            f"got {reprlib.repr(ratio)}"  # clipped: a 400-digit number is one line too
         )
+
+
+def _finite(x: int | float) -> bool:
+    """math.isfinite, where an int past a float's range (10**400) is not finite, not an
+    OverflowError."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _first(pairs, name: str, default):

@@ -61,6 +61,27 @@ def check_outputs(outputs: dict[str, object], inputs: dict[str, object]) -> None
                 )
 
 
+def check_output_files(outputs: dict[str, object]) -> None:
+    """ValueError, before any work, for an output file flag whose path cannot be written:
+    an existing folder, or a file in a folder that does not exist. Every command treats
+    a missing folder the same way, as a mistyped path, rather than one output creating
+    it and another failing on it (after the work, its result then lost). Flags with no
+    value are skipped."""
+    for flag, given in outputs.items():
+        if not given:
+            continue
+        path = Path(os.fspath(given))
+        if path.is_dir():
+            raise ValueError(f"{flag} {os.fspath(given)!r} is a folder; pass a file path")
+        parent = path.parent
+        if not parent.is_dir():
+            what = "is not a folder" if parent.exists() else "does not exist"
+            raise ValueError(
+                f"{flag} {os.fspath(given)!r}: its folder {os.fspath(parent)!r} {what}; "
+                "create it first"
+            )
+
+
 ASV_CONFIG = "asv.conf.json"
 
 

@@ -8,6 +8,7 @@ import sys
 from ltx2k.commands.common import (
     add_config_option,
     at_least,
+    check_output_files,
     check_outputs,
     find_config,
     usage_error_exits_1,
@@ -78,10 +79,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ltx2k import confirm
 
-    check_outputs(
-        {"--json": args.json, "--markdown": args.markdown},
-        {"--report": args.report, "--thresholds": args.thresholds},
-    )
+    outputs = {"--json": args.json, "--markdown": args.markdown}
+    check_outputs(outputs, {"--report": args.report, "--thresholds": args.thresholds})
+    # Before the re-measurements (hours on a GPU): written after them, a path that
+    # cannot be was an error that also kept the summary from stdout.
+    check_output_files(outputs)
     outcome = confirm.run(
         report=args.report,
         benchmark=args.benchmark,

@@ -7,7 +7,7 @@ import argparse
 import math
 import sys
 
-from ltx2k.commands.common import EXIT_OK, at_least, check_outputs
+from ltx2k.commands.common import EXIT_OK, at_least, check_output_files, check_outputs
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -50,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
                 f"--ratio {ratio!r} must be a finite ratio >= 1.0 (1.05 = 5% worse), "
                 "a device-time threshold to try"
             )
-    check_outputs(
-        {"--json": args.json, "--plot": args.plot}, {"RUN_A": args.run_a, "RUN_B": args.run_b}
-    )
+    outputs = {"--json": args.json, "--plot": args.plot}
+    check_outputs(outputs, {"RUN_A": args.run_a, "RUN_B": args.run_b})
+    # Both before the analysis: --plot's writer would create a missing folder where
+    # --json's fails on it, and a failure after the work loses it.
+    check_output_files(outputs)
     from ltx2k.analysis.regress import problem_notices
 
     problems: list = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ltx2k.analysis.model import EXIT_INCOMPLETE
 from ltx2k.commands.common import (
@@ -62,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.results is not None:
         check_results_dir(args.results)
-    if args.repo is not None and not Path(args.repo).is_dir():
+    if args.repo is not None:
+        from ltx2k.history.commits import check_repo
+
         # Before asv publish, which takes a while and would draw nothing of it.
-        raise ValueError(f"--repo {args.repo!r} is not a directory (a git checkout)")
+        check_repo(args.repo)
     config = find_config(args.config, args.results)
     try:
         res = publish.publish_dashboard(

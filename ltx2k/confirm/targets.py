@@ -7,13 +7,15 @@ commits in between and says whether the range needs a bisection.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ltx2k import git
+from ltx2k.history.jsonfile import parse_json
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 # What a user may pass as --good/--bad: a revision, never an option.
@@ -86,8 +88,8 @@ def report_machines(path) -> set[str] | None:
     (:func:`read_report` names what is wrong with the file)."""
     try:
         with open(os.fspath(path), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+            data = parse_json(f.read())
+    except (OSError, ValueError, RecursionError):
         return None
     machines = data.get("machines") if isinstance(data, dict) else None
     if not isinstance(machines, list) or not all(isinstance(m, str) for m in machines):
@@ -101,13 +103,17 @@ def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
     where = f"--report {p}"
     try:
         with open(p, encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read()
     except FileNotFoundError:
         raise ValueError(f"{where}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{where}: cannot be read ({e})") from None
+    try:
+        # Bounded in depth and digits: json.loads turns either into an error that
+        # names no file (a RecursionError, or a ValueError about int digits).
+        data = parse_json(text)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{where}: not valid JSON ({e})") from None
     rows = data.get("rows") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise ValueError(f"{where}: not an `ltx2k regress --json` report (no 'rows' list)")
@@ -144,8 +150,11 @@ def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
             raise ValueError(f"{what}: step.range is not a list")
         rng = tuple(_report_sha(c, f"{what} step.range") for c in rng)
         higher = row.get("higher_is_better")
-        thr = row.get("threshold")
-        ratio = cell.get("ratio")
+        # regress writes finite numbers or null here (its JSON has no NaN). A NaN ratio
+        # would sort anywhere in --max-cells' worst-first order, and 10**400 would be an
+        # OverflowError: either means the file is not what regress wrote.
+        thr = _report_number(row.get("threshold"), f"{what}.threshold", low=1.0)
+        ratio = _report_number(cell.get("ratio"), f"{what}.cells[{machine!r}].ratio")
         targets.append(
             Target(
                 benchmark=bench,
@@ -154,9 +163,9 @@ def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
                 first_bad=bad,
                 range=rng,
                 higher_is_better=higher if isinstance(higher, bool) else None,
-                threshold=float(thr) if isinstance(thr, (int, float)) and thr >= 1 else None,
+                threshold=thr,
                 exact=True,
-                flagged_ratio=float(ratio) if isinstance(ratio, (int, float)) else None,
+                flagged_ratio=ratio,
             )
         )
     if flagged_without_key and not targets and not skipped:
@@ -178,6 +187,22 @@ def _report_params(value, what: str) -> tuple[tuple[str, str], ...]:
     if not ok:
         raise ValueError(f"{what}: 'params' must be a list of [name, value] pairs")
     return tuple((str(n), str(v)) for n, v in value)
+
+
+def _report_number(value, what: str, low: float = 0.0) -> float | None:
+    """A report's number as a float (None: absent or null); ValueError naming *what*
+    for anything else: a string, a boolean, NaN, an infinity, one below *low*."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            x = float(value)
+        except OverflowError:  # an int past a float's range
+            x = math.inf
+        if math.isfinite(x) and x >= low:
+            return x
+    shown = reprlib.repr(value)
+    raise ValueError(f"{what}: expected a finite number >= {low:g} or null, got {shown}")
 
 
 def _report_sha(value, what: str) -> str:

@@ -14,13 +14,35 @@ from collections.abc import Iterable, Mapping
 
 # commits.git(repo, ...): stdout, or None where git says no (an unknown ref, no repo).
 from ltx2k.git import output_or_none as git
+from ltx2k.git import run as run_git
 
 _HEX = re.compile(r"[0-9a-fA-F]{4,40}")
 
 
 def check_repo(repo, flag: str = "--repo") -> None:
-    if repo is not None and not os.path.isdir(os.fspath(repo)):
-        raise ValueError(f"{flag} {os.fspath(repo)!r} is not a directory")
+    """ValueError where *repo* (None: no repository) is not a folder git opens.
+
+    A folder git does not know cannot go unnoticed: every git question about it
+    answers "no", so a sha would be looked up among the results' commits alone and
+    the order taken from the stored dates, with nothing said; and a branch name would
+    be reported as unknown rather than the repository as wrong."""
+    if repo is None:
+        return
+    path = os.fspath(repo)
+    if not os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r} is not a directory")
+    try:
+        proc = run_git(path, "rev-parse", "--git-dir")
+    except OSError as e:  # no git at all: nothing about any repository can be answered
+        raise ValueError(f"{flag} {path!r}: git cannot be run ({e.strerror or e})") from None
+    if proc.returncode != 0:
+        # git's own reason: no repository there, or one it refuses to open (its owner)
+        why = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "")
+        why = why.strip().removeprefix("fatal: ")
+        raise ValueError(
+            f"{flag} {path!r} is not a git repository"
+            + (f" (git: {why})" if why and "not a git repository" not in why else "")
+        )
 
 
 def resolve(ref, known: Iterable[str], repo, what: str) -> tuple[str | None, str]:

@@ -101,7 +101,17 @@ class Policy:
                     f"got {value!r}"
                 )
             where[field] = value
-        return cls(tuple(data["exclusive"]), **where)
+        exclusive = tuple(data["exclusive"])
+        bad = [x for x in exclusive if not isinstance(x, str)]
+        if bad:  # the constructor's TypeError would be a traceback on the command line
+            raise ValueError(
+                f"policy file {os.fspath(path)!r}: 'exclusive' must list regex strings, "
+                f"got {bad[0]!r}"
+            )
+        try:
+            return cls(exclusive, **where)
+        except ValueError as e:  # a regex that does not compile: say which file holds it
+            raise ValueError(f"policy file {os.fspath(path)!r}: {e}") from None
 
     def mismatch(self, machine: str) -> str | None:
         """Why this policy may not describe *machine* (measured on another), or None."""
