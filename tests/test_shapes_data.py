@@ -349,11 +349,24 @@ BAD_RECORDS = {
 }
 
 
+# JSON json.loads refuses past its syntax: nesting past the recursion limit, an integer
+# past Python's digit limit, bytes that are not UTF-8.
+UNPARSABLE = {
+    "deep_nesting": b"[" * 100_000 + b"]" * 100_000,
+    "huge_integer": b'{"format": ' + b"9" * 5000 + b"}",
+    "not_utf8": b'{"format": "\xff\xfe"}',
+}
+BAD_RECORDS.update({f"unparsable_{k}": (v, "not a shape record (") for k, v in UNPARSABLE.items()})
+
+
 @pytest.mark.parametrize("case", list(BAD_RECORDS))
 def test_bad_input_is_one_line_naming_the_file_and_entry(tmp_path, capsys, case):
     text, message = BAD_RECORDS[case]
     data, rec = _copy_data(tmp_path), tmp_path / "bad.json"
-    rec.write_text(text)
+    if isinstance(text, bytes):
+        rec.write_bytes(text)
+    else:
+        rec.write_text(text)
     before = data.read_bytes()
     rc, out, err = _main(capsys, "shapes", "add", str(rec), "--data", str(data))
     assert rc == 1
@@ -424,6 +437,17 @@ def test_a_bad_data_file_names_the_entry(tmp_path, case):
     with pytest.raises(ValueError, match=r"shapes\.json: ") as e:
         shapes.load(path)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("case", list(UNPARSABLE))
+def test_an_unparsable_data_file_is_one_line_naming_it(tmp_path, capsys, case):
+    path = tmp_path / "shapes.json"
+    path.write_bytes(UNPARSABLE[case])
+    with pytest.raises(ValueError, match=r"shapes\.json: ") as e:
+        shapes.load(path)
+    assert "\n" not in str(e.value)
+    rc, _, err = _main(capsys, "shapes", "--data", str(path))
+    assert rc == 1 and err.count("\n") == 1 and str(path) in err, err
 
 
 def test_a_failed_append_leaves_the_data_file_as_it_was(tmp_path, monkeypatch):

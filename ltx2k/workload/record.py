@@ -468,6 +468,10 @@ def read(path: str | os.PathLike) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not a shape record (not JSON: {e})") from None
+    except (ValueError, RecursionError) as e:
+        # Valid JSON that json.loads still refuses: an integer past Python's digit limit,
+        # or nesting past the recursion limit.
+        raise ValueError(f"{path}: not a shape record ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a shape record (needs format {FORMAT!r})")
     sigs = data.get("signatures")

@@ -321,10 +321,16 @@ def load(path: str | os.PathLike = DATA_FILE, check: Callable | None = None) -> 
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ValueError(f"{path}: cannot read the shapes file: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a shapes file (not UTF-8 text)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:
+        # Valid JSON that json.loads still refuses: an integer past Python's digit limit
+        # (ValueError), or nesting past the recursion limit. Named with the file, as above.
+        raise ValueError(f"{path}: cannot read the shapes file: {str(e).splitlines()[0]}") from None
     return parse(data, str(path), check)
 
 
