@@ -68,6 +68,31 @@ def test_gate_lets_the_compiled_peer_compile_once_per_shape():
     torch._dynamo.reset()
 
 
+def test_prepare_compiles_a_compiled_peer_past_dynamos_recompile_limit(monkeypatch):
+    """``ltx2k quick`` prepares every shape of a compiled peer in one process: at the
+    ninth shape of one code object (ten RoPE shapes on a GPU) fullgraph=True stopped it
+    with a traceback. Here the limit is 1 and the CPU shapes are more than one."""
+    import torch._dynamo
+
+    def compiled(fn):  # the eager backend: no inductor C++ build on a CPU
+        return torch.compile(fn, fullgraph=True, dynamic=False, backend="eager")
+
+    monkeypatch.setattr(cases, "_compiled", compiled)
+    shape_list = cases.shapes_for("split_rope", False)
+    assert len({(s.B, s.S, s.H, s.D) for s in shape_list}) > 1
+    suite.forget()
+    with torch._dynamo.config.patch(recompile_limit=1):
+        torch._dynamo.reset()
+        try:
+            for shape in shape_list:
+                for metric in ("device_cold", "host"):
+                    suite.prepare("split_rope", "compiled", shape, metric).run()
+            assert torch._dynamo.config.recompile_limit == 1  # restored after each cell
+        finally:
+            suite.forget()
+            torch._dynamo.reset()
+
+
 def test_compiled_peer_is_deterministic_and_rounds_like_eager():
     """The torch.compile peer: bf16 rounding as eager (the gate needs it) and no
     per-process autotuning between pointwise configs (its history was bimodal)."""
