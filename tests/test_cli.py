@@ -76,7 +76,7 @@ def test_quick_prints_each_row_as_it_is_measured(monkeypatch, capsys):
 
     seen = []
 
-    def rows(kernels=None, shapes=None, seconds=0.2):
+    def rows(kernels=None, shapes=None, seconds=0.2, on_error=None):
         for i in range(3):
             yield ("split_rope", "blocked", f"S{i}", "1.00", "1.00", "1.00", "10.0", "1")
             # Resumed only after the caller handled the row: it must be on stdout by now.
@@ -87,6 +87,37 @@ def test_quick_prints_each_row_as_it_is_measured(monkeypatch, capsys):
     assert "kernel" in seen[0] and "S0" in seen[0]
     assert "S1" in seen[1] and "S0" not in seen[1]
     assert "S2" in seen[2]
+
+
+def test_quick_names_a_failed_case_and_measures_the_rest(monkeypatch, capsys):
+    """A case that fails (here an error no handler knows, as dynamo's are) is one line on
+    stderr and a ``failed`` row; the other cases are still measured, and the exit is 1."""
+    from ltx2k.measure import suite
+    from ltx2k.workload import cases
+
+    class CompilerError(Exception):  # no ValueError/RuntimeError: cli.main would re-raise
+        pass
+
+    real = suite.device_seconds
+
+    def device_seconds(kernel, variant, shape, *a, **k):
+        if variant == "eager":
+            raise CompilerError("recompile limit hit\nsecond line")
+        return real(kernel, variant, shape, *a, **k)
+
+    monkeypatch.setattr(suite, "device_seconds", device_seconds)
+    label = cases.shapes_for("split_rope", False)[0].label
+    args = ["quick", "--kernel", "split_rope", "--shape", label, "--seconds", "0.01"]
+    assert cli.main(args) == cli.EXIT_ERROR
+    out, err = capsys.readouterr()
+    rows = {ln.split()[1]: ln.split() for ln in out.splitlines()[1:]}
+    assert rows["eager"][3:] == ["failed", "-", "-", "-", "-"]
+    measured = [v for v, r in rows.items() if v != "eager"]
+    assert len(measured) >= 2 and all(float(rows[v][3]) > 0 for v in measured)
+    assert f"split_rope eager {label}: CompilerError: recompile limit hit\n" in err
+    assert "Traceback" not in err and "second line" not in err
+    last = err.strip().splitlines()[-1]
+    assert last == f"ltx2k quick: 1 case(s) failed: split_rope eager {label}"
 
 
 def test_quick_table_still_returns_the_whole_table(monkeypatch):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ltx2k.commands.common import EXIT_OK, positive
+from ltx2k.commands.common import EXIT_ERROR, EXIT_OK, positive
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -31,7 +32,22 @@ def run(args: argparse.Namespace) -> int:
     on_gpu = runtime.device() == "cuda"
     suite.check_quick_filters(args.kernel, args.shape, on_gpu)
     widths = suite.quick_widths(on_gpu)
+    failed = []
+
+    def on_error(kernel, variant, label, e):
+        # One line now, beside the table; the rest of the table is still measured.
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
+        failed.append(f"{kernel} {variant} {label}")
+        print(f"ltx2k quick: {kernel} {variant} {label}: {type(e).__name__}: {first}",
+              file=sys.stderr, flush=True)  # fmt: skip
+
     print(suite.format_row(suite.QUICK_COLUMNS, widths), flush=True)
-    for row in suite.quick_rows(kernels=args.kernel, shapes=args.shape, seconds=args.seconds):
+    rows = suite.quick_rows(
+        kernels=args.kernel, shapes=args.shape, seconds=args.seconds, on_error=on_error
+    )
+    for row in rows:
         print(suite.format_row(row, widths), flush=True)
+    if failed:
+        print(f"ltx2k quick: {len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK

@@ -285,12 +285,16 @@ QUICK_COLUMNS = ("kernel", "variant", "shape", "cold us", "warm us", "host us", 
 MAX_QUICK_SECONDS = 60.0
 
 
-def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
+def quick_rows(kernels=None, shapes=None, seconds: float = 0.2, on_error=None):
     """Time every variant now (no asv), yielding one row of ``QUICK_COLUMNS`` per case
     as soon as it is measured (``ltx2k quick`` prints them as they come).
 
     *seconds* is each measurement's time budget (cold, warm and host apart): samples
-    go on past the minimum until it is spent."""
+    go on past the minimum until it is spent.
+
+    *on_error*: ``on_error(kernel, variant, label, exc)`` for a case that fails (its gate
+    among them: a wrong output posts no number); its row then says ``failed`` and the
+    table goes on. Without it, the failure is raised."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError(f"seconds must be a number of seconds, got {type(seconds).__name__}")
     if not (math.isfinite(seconds) and seconds > 0):
@@ -319,6 +323,13 @@ def quick_rows(kernels=None, shapes=None, seconds: float = 0.2):
                     pct = pct_of_copy_bandwidth(kernel, shape, cold)
                     al = allocations(kernel, variant, shape)
                 except cases.VariantUnavailable:
+                    continue
+                except Exception as e:
+                    if on_error is None:
+                        raise
+                    on_error(kernel, variant, shape.label, e)
+                    forget()  # what the failed case prepared: its inputs, its graphs
+                    yield (kernel, variant, shape.label, "failed", *("-",) * 4)
                     continue
                 yield (
                     kernel,
