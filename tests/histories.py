@@ -10,6 +10,7 @@ what runners leave over time, and :func:`write` lays one out as asv would have:
 - a derived metric (% of copy bandwidth) absent at head, at base or in between;
 - 1 to 25 commits, 1 to 3 machines, each with its own commits and benchmark sets;
 - a shape added or removed mid-history;
+- a benchmark whose code changed mid-history (a new asv version hash, its values scaled);
 - missing ``samples`` or ``stats``, zero variance;
 - steps in any metric, an allocation count from 0 included.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import itertools
 import json
 import math
@@ -120,6 +122,9 @@ class History:
     removed: tuple[str, int] | None = None  # (shape, first commit without it)
     seed: int = 0
     labels: tuple[str, ...] = field(default=(), compare=False)  # the cases drawn, for reading
+    # (benchmark, first commit of its new code, factor on its values from there): asv
+    # stores another version hash, and the new code measures other work.
+    recoded: tuple[str, int, float] | None = None
 
     @property
     def machines(self) -> tuple[str, ...]:
@@ -133,11 +138,14 @@ _FACTORS = (0.5, 0.8, 0.92, 0.97, 1.015, 1.03, 1.05, 1.08, 1.12, 1.3, 2.0)
 
 
 @st.composite
-def histories(draw, max_commits: int = MAX_COMMITS, max_machines: int = 3) -> History:
-    """What runners leave: see the module docstring."""
+def histories(
+    draw, max_commits: int = MAX_COMMITS, max_machines: int = 3, recoded: bool | None = None
+) -> History:
+    """What runners leave: see the module docstring. *recoded*: whether a benchmark's
+    code changes mid-history (None: drawn)."""
     t = template()
     names = t.names
-    n = draw(st.integers(1, max_commits))
+    n = draw(st.integers(2 if recoded else 1, max_commits))
     machines = draw(
         st.lists(st.sampled_from(sorted(MACHINES)), min_size=1, max_size=max_machines, unique=True)
     )
@@ -204,8 +212,18 @@ def histories(draw, max_commits: int = MAX_COMMITS, max_machines: int = 3) -> Hi
         added = (draw(st.sampled_from(kernels_shapes)), draw(st.integers(1, n - 1)))
     if n > 1 and draw(st.booleans()):
         removed = (draw(st.sampled_from(kernels_shapes)), draw(st.integers(1, n - 1)))
+    recode = None
+    if n > 1 and (draw(st.booleans()) if recoded is None else recoded):
+        recode = (
+            draw(st.sampled_from(names)),
+            draw(st.integers(1, n - 1)),
+            draw(st.sampled_from((0.5, 1.0, 1.5, 3.0))),
+        )
+        labels.append(f"recoded:{recode[0]}@{recode[1]}x{recode[2]}")
     seed = draw(st.integers(0, 2**32 - 1))
-    return History(n, runs, tuple(steps), noise, added, removed, seed, tuple(labels))
+    return History(
+        n, runs, tuple(steps), noise, added, removed, seed, tuple(labels), recoded=recode
+    )
 
 
 # --- the repository and the files ------------------------------------------------------------
@@ -263,7 +281,17 @@ def _factor(h: History, machine: str, name: str, cell: int, commit: int) -> tupl
             zero = zero or commit < s.commit
         elif commit >= s.commit:
             f *= s.factor
+    if h.recoded and h.recoded[0] == name and commit >= h.recoded[1]:
+        f *= h.recoded[2]
     return f, zero
+
+
+def version_at(h: History, name: str, commit: int) -> str:
+    """The asv version hash of benchmark *name*'s code at *commit*."""
+    version = template().results[name]["version"]
+    if h.recoded and h.recoded[0] == name and commit >= h.recoded[1]:
+        return hashlib.sha256(f"{version} recoded".encode()).hexdigest()
+    return version
 
 
 def _entry(h: History, machine: str, run: Run, name: str, rng) -> dict:
@@ -280,6 +308,7 @@ def _entry(h: History, machine: str, run: Run, name: str, rng) -> dict:
     speed = host if "host" in name else device
     out = {c: None for c in t.columns}
     out.update({k: tpl[k] for k in ("version", "started_at", "duration") if k in tpl})
+    out["version"] = version_at(h, name, run.commit)
     out["params"] = params
     cols = {c: [] for c in ("result", *[c for c in t.columns if c.startswith("stats_")], "samples")}
     for combo in itertools.product(*params):
@@ -353,6 +382,8 @@ def write(h: History, root, repo: Repo) -> Path:
             if isinstance(meta, dict) and "shape" in meta.get("param_names", ()):
                 axis = meta["param_names"].index("shape")
                 meta["params"][axis] = [s for s in meta["params"][axis] if s != h.removed[0]]
+    if h.recoded:  # the newest suite describes the new code
+        bench[h.recoded[0]]["version"] = version_at(h, h.recoded[0], h.n_commits - 1)
     (results / "benchmarks.json").write_text(json.dumps(bench))
     rng = np.random.default_rng(h.seed)
     for machine, runs in h.runs.items():

@@ -395,3 +395,36 @@ def test_a_damaged_head_file_never_passes_as_fine(h, damage, at, repo):
             report = _strict_json(js.read_text())
             check_report(report, md.read_text(), rc)
             assert any(path.name in n for n in report["notes"]), report["notes"]
+
+
+@_SLOW_OK
+@given(h=H.histories(max_commits=8, max_machines=2, recoded=True))
+def test_a_benchmark_whose_code_changed_is_not_judged_across_the_change(h, repo):
+    """A benchmark whose code changed at commit k (asv stores a new version hash; the new
+    code measures other work) starts a new series there, as asv compares and draws only
+    results of one version: no step of its cells (or of cells sharing their verdict) runs
+    from before k to k or later, and head against a base before k has no verdict."""
+    name, k, _ = h.recoded
+    first_new = repo.commits[k]
+    old = set(repo.commits[:k])
+    derived_of = {
+        f"{name.rpartition('.')[0]}.{m.name}"
+        for m in metrics.METRICS.values()
+        if m.derived_from == name.rpartition(".")[2]
+    }
+    with tempfile.TemporaryDirectory(prefix="ltx2k-recoded-") as d:
+        tmp = Path(d)
+        H.write(h, tmp, repo)
+        modes, _ = _modes(h, repo)
+        for (js, _), mode in zip(run_regress(h, repo, tmp), modes, strict=True):
+            rep = Report.from_json(_strict_json(js.read_text()))
+            for row, m, c in rep.cells():
+                if row.benchmark != name and row.benchmark not in derived_of:
+                    continue
+                if "--baseline" in mode and mode[mode.index("--baseline") + 1] in old:
+                    assert c.flag == "insufficient", (mode, row.benchmark, m, c)
+                for s in (c.step, *c.earlier):
+                    if s is not None:
+                        assert not (s.last_good in old and first_new in (s.first_bad, *s.range)), (
+                            mode, row.benchmark, m, s,
+                        )  # fmt: skip

@@ -420,6 +420,11 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
                 why = "not measured at head" if hv is None else "not measured at base"
                 cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu, why=why)
                 continue
+            why = _versions_differ(h, b)
+            if why:
+                # Other code measured at each end: asv compare's "not comparable".
+                cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu, why=why)
+                continue
             r = hv / bv if bv != 0 else (1.0 if hv == 0 else None)
             worse, better = _worse_better(hv, bv, ratio_thr, higher)
             significant, p, test = commit_vs_commit(h, b, thresholds.alpha)
@@ -433,6 +438,15 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             cells[m] = Cell(r, flag, hv, bv, p, test, gpu_uuid=gpu)
         rows.append(_row(key, keys[key], thresholds, cells, ratio_thr))
     return _share_verdicts(rows, columns, None)
+
+
+def _versions_differ(head: Record, base: Record) -> str | None:
+    """Why *head* and *base* are not comparable: results of two versions of the benchmark
+    (a version asv does not store matches any, as in ``asv compare``); None if they are."""
+    a, b = base.bench_version, head.bench_version
+    if a is None or b is None or a == b:
+        return None
+    return f"benchmark code changed between base and head (asv version {a[:8]} to {b[:8]})"
 
 
 def _rows_history(index, head_sha, order, by_machine, columns, thresholds, recent) -> list[Row]:
@@ -514,6 +528,10 @@ def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str
     if own is None or src.step is None:
         if mine.base is None:
             return _not_judged(mine, source, "not measured at base")
+        if own is None and mine.flag == "insufficient":
+            # Head against base: its own values are not comparable (other benchmark code
+            # at each end), so no ratio of theirs can carry a verdict.
+            return _not_judged(mine, source, mine.why or "its own values are not comparable")
         return replace(
             mine, flag=src.flag, p_value=src.p_value, test=src.test, verdict_of=source, why=None
         )
@@ -586,9 +604,13 @@ def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, 
     if head is None or len(earlier) < 2:
         base = float(np.median(earlier)) if earlier else None
         r = head / base if head is not None and base else None
+        changed = hseries.other_version(s)
         why = (
             "not measured at head"
             if head is None
+            else f"{len(earlier)} earlier run(s) of head's benchmark code (its asv version "
+            f"changed after {changed[:8]}); a history needs 2"
+            if changed
             else f"{len(earlier)} earlier run(s); a history needs 2"
         )
         return Cell(r, "insufficient", head, base, None, "none", why=why)

@@ -61,6 +61,10 @@ class Record:
         default_factory=lambda: _EMPTY, compare=False, hash=False, repr=False
     )
     gpu_uuid: str | None = None  # "GPU-..." from shard-run's tag; None if the file has none
+    # The benchmark's version asv stores with the result (a hash of its code, or the
+    # benchmark's own ``version``): results of two versions measure different code, and
+    # asv compares and draws only results of one version. None: the file stores none.
+    bench_version: str | None = None
     path: str = field(default="", compare=False, hash=False, repr=False)  # its result file
 
     @property
@@ -492,6 +496,7 @@ def _records_of(
     out: list[Record] = []
     env = asv_compat.result_env_name(res)
     where = str(path)  # one string shared by the file's records
+    versions = res.benchmark_version if isinstance(res.benchmark_version, Mapping) else {}
     for name in sorted(res.get_all_result_keys()):
         why = names.benchmark(name) if isinstance(name, str) else "not a string"
         if why:
@@ -513,7 +518,11 @@ def _records_of(
         try:
             _check_values(res, name)
             rows = fields.rows_of(res, name, meta)
-            cell_records, failed = _cells(res, name, meta, rows, machine, info, env, gpus, where)
+            version = versions.get(name)
+            version = version if isinstance(version, str) and version else None
+            cell_records, failed = _cells(
+                res, name, meta, rows, machine, info, env, gpus, where, version
+            )
         except fields.BadField as e:
             problems.append(
                 Problem(
@@ -551,7 +560,7 @@ def _records_of(
     return out
 
 
-def _cells(res, name, meta, rows, machine, info, env, gpus, path: str):
+def _cells(res, name, meta, rows, machine, info, env, gpus, path: str, version: str | None):
     """The records of one benchmark, every field checked; raises BadField on the first bad one."""
     unit = str(meta.get("unit") or "")
     low, high = fields.value_range(unit)
@@ -606,6 +615,7 @@ def _cells(res, name, meta, rows, machine, info, env, gpus, path: str):
                 env=str(env),
                 machine_info=info,
                 gpu_uuid=gpus.get(name),
+                bench_version=version,
                 path=path,
             )
         )

@@ -5,6 +5,11 @@ benchmark and parameter combination, the runs of the commits that machine
 measured, oldest first, ending at the head commit. Runs that failed, were
 skipped or are missing keep their place with ``value=None`` and a status
 saying which; nothing is interpolated.
+
+A series is of one version of the benchmark, head's: asv stores with each result the
+version of the benchmark's code, and a result of another version measured other code
+(``asv compare`` calls the two "not comparable", ``asv publish`` draws one version).
+Runs of another version keep their place without a value, as ``OTHER_VERSION``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from ltx2k.history.records import Record
 
 # Why a point has no value.
 OK, FAILED, MISSING = "ok", "failed", "missing"
+OTHER_VERSION = "other-version"  # a result of another version of the benchmark than head's
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,9 @@ class Point:
     commit: str
     value: float | None
     samples: tuple[float, ...] | None
-    status: str  # OK | FAILED (a result without a value) | MISSING (no result for this cell)
+    # OK | FAILED (a result without a value) | MISSING (no result for this cell) |
+    # OTHER_VERSION (a result of other benchmark code than head's: its value is left out)
+    status: str
     record: Record | None
 
 
@@ -73,15 +81,31 @@ def machine_commits(index: dict, machine: str, order: Sequence[str], head: str, 
 
 
 def build(index: dict, machine: str, commits: Sequence[str], key) -> Series:
-    """The series of one cell (*key* = (benchmark, params)) over *commits* on *machine*."""
+    """The series of one cell (*key* = (benchmark, params)) over *commits* on *machine*,
+    the last one head: runs of another benchmark version than head's have no value."""
     benchmark, params = key
     points, unit = [], ""
+    head = index.get((machine, commits[-1]), {}).get(key) if commits else None
+    # asv's rule (Results.get_result_keys): a result without a version matches any.
+    version = head.bench_version if head is not None else None
     for c in commits:
         rec = index.get((machine, c), {}).get(key)
         if rec is None:
             points.append(Point(c, None, None, MISSING, None))
             continue
         unit = rec.unit or unit
+        if version is not None and rec.bench_version not in (None, version):
+            points.append(Point(c, None, None, OTHER_VERSION, rec))
+            continue
         status = OK if rec.value is not None else FAILED
         points.append(Point(c, rec.value, rec.samples, status, rec))
     return Series(machine, benchmark, params, unit, tuple(points))
+
+
+def other_version(s: Series) -> str | None:
+    """The newest commit before head whose result is of another benchmark version than
+    head's (None: every result is of head's version)."""
+    for p in reversed(s.points[:-1]):
+        if p.status == OTHER_VERSION:
+            return p.commit
+    return None
