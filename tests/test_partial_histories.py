@@ -325,7 +325,8 @@ def test_the_rank_test_is_asvs(a, b):
 
 
 # How a runner's head file can come back damaged: cut off mid-write, a value of the wrong
-# type or out of range, lists cut short, or the file of another commit under head's name.
+# type or out of range, lists cut short, or the file of another commit or another machine
+# under head's name.
 def _truncate(text: str, data: dict, at: float) -> str:
     return text[: int(len(text) * at)]
 
@@ -351,8 +352,14 @@ def _other_commit(text: str, data: dict, at: float) -> str:
     return json.dumps(data)
 
 
+def _other_machine(text: str, data: dict, at: float) -> str:
+    data["params"]["machine"] = f"{data['params']['machine']}-b"  # another runner's file
+    return json.dumps(data)
+
+
 DAMAGE = {
     "truncated": _truncate,
+    "another machine's file": _other_machine,
     "string value": _set_value("12.5"),
     "bool value": _set_value(True),
     "negative time": _set_value(-1.0),

@@ -336,9 +336,11 @@ def compare(
 
 # Load problems that mean a result file lost data it holds (not a benchmark the run did not
 # measure): on head's own file, "ok" would judge a head whose measurements were not read.
+# A file of another machine under head's name ("machine-mismatch") is ignored: whatever
+# this machine measured at head was overwritten by it or never arrived.
 BROKEN_FILE_PROBLEMS = frozenset(
     ("corrupt", "truncated", "unreadable", "not-a-file", "too-large", "bad-value",
-     "wrong-version", "no-results", "commit-mismatch")
+     "wrong-version", "no-results", "commit-mismatch", "machine-mismatch")
 )  # fmt: skip
 
 
