@@ -115,6 +115,48 @@ def test_two_shared_commits_need_a_choice():
     assert detection_power.detection_power(a, b, deltas=(0.1,), commit="beef").commit == other
 
 
+_ENVS = st.text("abcxyz-.0123456789", min_size=1, max_size=8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    envs=st.lists(_ENVS, min_size=2, max_size=2, unique=True),
+    factor=st.sampled_from((0.5, 1.5, 2.0)),
+    both_in_b=st.booleans(),
+)
+def test_a_commit_in_several_environments_pairs_one_environment(envs, factor, both_in_b):
+    """Run A holds the commit in two asv environments, the second one measuring other
+    values; run B holds the first (and maybe the second): the pair is of the first
+    environment whatever the names sort as, so the quiet A/A pair shows no false flag. With
+    both environments in both runs, env= chooses, and one is asked for without it."""
+    quiet, other = envs
+    a, b = aa_pair(6)
+    a = [_replace(r, env=quiet) for r in a]
+    b = [_replace(r, env=quiet) for r in b]
+    a_other = [_replace(_scaled_record(r, factor), env=other) for r in a]
+    b_other = [_replace(r, env=other) for r in b]
+    for run_a in (a + a_other, a_other + a):
+        if both_in_b:
+            with pytest.raises(ValueError, match="several environments"):
+                detection_power.detection_power(run_a, b + b_other, deltas=(0.1,))
+            rep = detection_power.detection_power(run_a, b + b_other, deltas=(0.1,), env=quiet)
+        else:
+            rep = detection_power.detection_power(run_a, b, deltas=(0.1,))
+        assert rep.false_flags == ()
+        assert rep.points[0].rate == 1.0
+
+
+def _scaled_record(r: Record, f: float) -> Record:
+    return _replace(
+        r,
+        value=r.value * f,
+        ci_99=(r.ci_99[0] * f, r.ci_99[1] * f),
+        q_25=r.q_25 * f,
+        q_75=r.q_75 * f,
+        samples=tuple(x * f for x in r.samples),
+    )
+
+
 def test_cli_writes_json_and_plot(tmp_path, monkeypatch, capsys):
     a, b = aa_pair(3)
     runs = {"A": a, "B": b}

@@ -112,6 +112,7 @@ def pair_runs(
     *,
     machine: str | None = None,
     commit: str | None = None,
+    env: str | None = None,
     benchmarks: str = "*.time_device_*",
     min_value: float = 10e-6,
     exclude: Sequence[str] = (),
@@ -121,11 +122,14 @@ def pair_runs(
 
     Cells whose result is identical in A and B were not re-run (B is a copy
     of A for them, :func:`_not_rerun`) and are left out: they would fake perfect stability.
-    ``exclude``: fnmatch globs over "benchmark variant shape" labels.
+    ``exclude``: fnmatch globs over "benchmark variant shape" labels. A run may hold the
+    commit in several asv environments (a result file each): the pair is of one
+    environment, *env* or the one both runs hold (:func:`_pair_envs`).
     """
-    a_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_a}
-    b_idx = {(r.machine, r.commit, r.benchmark, r.params): r for r in run_b}
-    common = [k for k in a_idx if k in b_idx]
+    run_a, run_b = list(run_a), list(run_b)
+    common = {(r.machine, r.commit, r.benchmark, r.params) for r in run_a} & {
+        (r.machine, r.commit, r.benchmark, r.params) for r in run_b
+    }
     shared = sorted({(k[0], k[1]) for k in common})
     groups = shared
     if machine is not None:
@@ -145,11 +149,24 @@ def pair_runs(
             f"the two runs must share exactly one (machine, commit): {why}. Shared: {shown}"
         )
     mach, sha = groups[0]
+    env_a, env_b = _pair_envs(run_a, run_b, mach, sha, env)
+    # One record per cell and run: a commit measured in several environments would
+    # otherwise pair one environment's cell with another's.
+    a_idx = {
+        (r.benchmark, r.params): r
+        for r in run_a
+        if (r.machine, r.commit, r.env) == (mach, sha, env_a)
+    }
+    b_idx = {
+        (r.benchmark, r.params): r
+        for r in run_b
+        if (r.machine, r.commit, r.env) == (mach, sha, env_b)
+    }
     pairs = []
     left_out = dict.fromkeys(LEFT_OUT, 0)
-    for k in sorted(common, key=str):
+    for k in sorted(a_idx.keys() & b_idx.keys(), key=str):
         a, b = a_idx[k], b_idx[k]
-        if k[:2] != (mach, sha) or not fnmatch.fnmatchcase(a.benchmark, benchmarks):
+        if not fnmatch.fnmatchcase(a.benchmark, benchmarks):
             continue
         if any(fnmatch.fnmatchcase(_label(a.benchmark, a.params), g) for g in exclude):
             continue
@@ -167,6 +184,32 @@ def pair_runs(
             f"{min_value:g} was re-run in the second run ({_left_out_text(left_out)})"
         )
     return mach, sha, pairs, tuple((why, n) for why, n in left_out.items() if n)
+
+
+def _pair_envs(run_a, run_b, machine: str, commit: str, env: str | None) -> tuple[str, str]:
+    """(environment of run A, of run B) whose results of *commit* on *machine* pair up:
+    *env* in both; else the one environment both runs hold; else, where each run holds
+    one, those two (an environment renamed between the runs). ValueError otherwise."""
+    held = [
+        sorted({r.env for r in run if (r.machine, r.commit) == (machine, commit)})
+        for run in (run_a, run_b)
+    ]
+    both = sorted(set(held[0]) & set(held[1]))
+    where = f"{machine}@{commit[:8]}"
+    if env is not None:
+        if env not in both:
+            raise ValueError(
+                f"env={env!r}: the runs of {where} are in run A {held[0]}, run B {held[1]}"
+            )
+        return env, env
+    if len(both) == 1:
+        return both[0], both[0]
+    if not both and len(held[0]) == len(held[1]) == 1:
+        return held[0][0], held[1][0]
+    raise ValueError(
+        f"the runs hold {where} in several environments (run A {held[0]}, run B "
+        f"{held[1]}): pass env= to choose one"
+    )
 
 
 # Why a cell both runs hold is not under test.

@@ -22,6 +22,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("run_b", metavar="RUN_B", help="asv results dir of the second run")
     s.add_argument("--machine", default=None, help="machine, if the runs share several")
     s.add_argument("--commit", default=None, help="commit (prefix), if the runs share several")
+    s.add_argument(
+        "--env", default=None, help="asv environment, if the runs hold the commit in several"
+    )
     s.add_argument("--benchmarks", default="*.time_device_*", help="fnmatch over names")
     s.add_argument(
         "--min-us", type=at_least(float, 0), default=10.0, help="cells with a base >= this (10)"
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         args.ratio,
         machine=args.machine,
         commit=args.commit,
+        env=args.env,
         benchmarks=args.benchmarks,
         min_value=args.min_us * 1e-6,
         exclude=args.exclude or (),
