@@ -435,3 +435,32 @@ def test_a_benchmark_whose_code_changed_is_not_judged_across_the_change(h, repo)
                         assert not (s.last_good in old and first_new in (s.first_bad, *s.range)), (
                             mode, row.benchmark, m, s,
                         )  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", ["00000000", "ffffffff"])
+def test_a_renamed_copy_of_heads_file_does_not_replace_it(prefix, repo, tmp_path):
+    """A copy of head's result file under another name, holding other values (asv reads
+    the commit from the field, so both files are head's): the file named as asv names it is
+    judged, whether the copy's name sorts before or after it; the copy is a load problem."""
+    t = H.template()
+    cold = t.metric_names(H.SOURCE)
+    h = H.History(5, {"h200": tuple(H.Run(i, cold) for i in range(5))}, noise=0.005, seed=4)
+    results = H.write(h, tmp_path, repo)
+    head = repo.commits[4]
+    (path,) = (results / "h200").glob(f"{head[:8]}-*.json")
+    data = json.loads(path.read_text())
+    for row in data["results"].values():
+        row[0] = [None if v is None or v != v else v * 2.0 for v in row[0]]
+        for i, col in enumerate(data["result_columns"]):
+            if col.startswith("stats_") or col == "samples":
+                row[i] = None
+    copy = path.with_name(prefix + path.name[8:])
+    copy.write_text(json.dumps(data))
+    js, md = tmp_path / "r.json", tmp_path / "r.md"
+    for mode in (["--last", "20", "--repo", str(repo.path)], ["--baseline", repo.commits[3]]):
+        rc, _, err = _cli(
+            ["regress", "--results", str(results), "--head", head, *mode]
+            + ["--json", str(js), "--markdown", str(md)]
+        )
+        assert rc == 0, (mode, err[-2000:])
+        assert "commit-mismatch" in err and copy.name in err

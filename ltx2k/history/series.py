@@ -14,6 +14,7 @@ Runs of another version keep their place without a value, as ``OTHER_VERSION``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -57,18 +58,32 @@ class Series:
 
 
 def index_records(records: Iterable[Record]) -> dict:
-    """(machine, commit) -> {(benchmark, params): Record}; refuses ambiguous environments."""
+    """(machine, commit) -> {(benchmark, params): Record}; refuses ambiguous environments.
+
+    Two files of one machine, commit and environment (a copy under another name, which
+    asv reads by its ``commit_hash`` field) give one cell twice: the file named as asv
+    names it (``<commit[:8]>-<env>.json``, the one ``asv run`` updates and ``asv compare``
+    reads) is kept, whatever order the names sort in; the other is a "commit-mismatch"
+    load problem."""
     index: dict = {}
     for r in records:
         slot = index.setdefault((r.machine, r.commit), {})
         key = (r.benchmark, r.params)
-        if key in slot and slot[key].env != r.env:
+        prev = slot.get(key)
+        if prev is not None and prev.env != r.env:
             raise ValueError(
                 f"machine {r.machine!r} has results of commit {r.commit[:8]} in several "
-                f"environments ({slot[key].env!r}, {r.env!r}); pass --env to pick one"
+                f"environments ({prev.env!r}, {r.env!r}); pass --env to pick one"
             )
+        if prev is not None and _asv_named(prev) and not _asv_named(r):
+            continue
         slot[key] = r
     return index
+
+
+def _asv_named(r: Record) -> bool:
+    """Whether *r* comes from a file named for its commit, as asv names result files."""
+    return os.path.basename(r.path).startswith(f"{r.commit[:8]}-")
 
 
 def machine_commits(index: dict, machine: str, order: Sequence[str], head: str, last: int):
