@@ -17,7 +17,7 @@ from conftest import DEVICE
 import ltx2k
 from ltx2k.kernels.adaln import ltx2_ada_values9
 from ltx2k.kernels.rope import apply_ltx2_split_rotary_emb
-from ltx2k.workload import cases, contexts, record, shapes
+from ltx2k.workload import cases, contexts, record, shapes, variants
 
 ROOT = Path(__file__).resolve().parent.parent
 ROPE = shapes.RopeShape(1, 3, 2, 16)
@@ -171,16 +171,52 @@ def test_a_call_that_cannot_be_recorded_still_runs(counter, tmp_path):
 def test_meta_tensors_are_recorded_and_compiled_traces_apart(counter, tmp_path, monkeypatch):
     """While dynamo traces the public function nothing is counted there; the op's fake
     implementation counts the trace once, with "compiling", apart from the eager calls."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     path = tmp_path / "calls.json"
     meta = [t.to("meta") for t in _rope_args(True)]
+    fake = [FakeTensorMode().from_tensor(t) for t in _rope_args(True)]  # what a trace passes
     with ltx2k.record_shapes(path):
         record.note("split_rope", *meta)
         monkeypatch.setattr(record, "_is_compiling", lambda: True)  # as under torch.compile
-        record.note("split_rope", *meta)
-        record.note_traced("split_rope", *meta)
+        record.note("split_rope", *fake)
+        record.note_traced("split_rope", *fake)
     sigs = record.read(path)["signatures"]
     assert sorted((s["context"]["compiling"], s["calls"]) for s in sigs) == [(False, 1), (True, 1)]
     assert _calls(path) == {("split_rope", "token_major"): 2}
+
+
+def _meta_inputs(kernel: str) -> tuple:
+    shape = {
+        "split_rope": ROPE,
+        "ada_values9": ADA,
+        "split_rope_pair": shapes.PairShape(1, 3, 5, 2, 16),
+        "qknorm_rope_pair": shapes.QKNormPairShape(1, 3, 5, 2, 16),
+    }[kernel]
+    args = cases.KERNELS[kernel].make_inputs(shape, DEVICE)
+    return tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+
+
+@pytest.mark.parametrize("kernel", list(cases.KERNELS))
+def test_an_eager_call_on_meta_tensors_is_one_plain_call(tmp_path, kernel):
+    # Meta tensors go to the registered op, whose fake implementation counts traces: the
+    # public function counted this call already, as the eager call it is.
+    path = tmp_path / "calls.json"
+    fn = cases.variant_fn(kernel, variants.DEFAULT_VARIANT[kernel])
+    with ltx2k.record_shapes(path):
+        fn(*_meta_inputs(kernel))
+    (sig,) = record.read(path)["signatures"]
+    assert sig["calls"] == 1 and not sig["context"]["compiling"]
+    assert contexts.name_of(kernel, sig["context"]) == "plain"
+
+
+def test_the_public_function_under_torch_compile_is_one_trace(tmp_path):
+    path = tmp_path / "calls.json"
+    args = _rope_args(True)
+    with ltx2k.record_shapes(path):
+        torch.compile(apply_ltx2_split_rotary_emb, fullgraph=True, backend="eager")(*args)
+    (sig,) = record.read(path)["signatures"]
+    assert sig["calls"] == 1 and sig["context"]["compiling"]
 
 
 def test_each_signature_carries_its_call_context(counter, tmp_path):

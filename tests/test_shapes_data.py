@@ -616,3 +616,17 @@ def test_a_hand_written_pair_record_is_shared_only_where_it_says_same_as(tmp_pat
     rec.write_text(_record_text(equal, shared))
     labels = sorted(a.shape.label for a in record.additions(rec))
     assert labels == ["B1_Sq4_Sk4_H2_D16", "B1_Sq4_Sk4_H2_D16_shared"]
+
+
+@pytest.mark.parametrize("Sq, Sk", [(1, 4), (4, 1)], ids=["one_query", "one_key"])
+def test_a_one_token_side_of_a_head_major_pair_takes_the_other_sides_layout(tmp_path, Sq, Sk):
+    # One token's cos/sin are the same memory in both layouts: the recorder calls them
+    # token-major, and the other side's strides say the call is head-major.
+    from ltx2k.kernels.rope_pair import apply_ltx2_split_rotary_emb_pair
+
+    shape = shapes.PairShape(1, Sq, Sk, 2, 16, "head_major")
+    rec = tmp_path / "calls.json"
+    with ltx2k.record_shapes(rec):
+        apply_ltx2_split_rotary_emb_pair(*cases.pair_inputs(shape, DEVICE))
+    (a,) = record.additions(rec)
+    assert a.shape == shape and a.shape.label == f"B1_Sq{Sq}_Sk{Sk}_H2_D16_head_major"

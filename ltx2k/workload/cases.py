@@ -259,6 +259,13 @@ def _rope_fields(args: dict, x: str, cos: str, sin: str) -> dict:
     return {"B": B, "S": S, "H": H, "D": D, "layout": layout}
 
 
+def _layout_shows(args: dict, cos: str) -> bool:
+    """Whether a [B, H, S, D/2] cos/sin argument's strides tell its layout apart: with one
+    head or one token both layouts are the same memory."""
+    _, H, S, _ = args[cos]["shape"]
+    return H > 1 and S > 1
+
+
 def rope_shape_of_call(args: dict, source: str):
     _require_dtypes(args, ("x", "cos", "sin"))
     return shapes.shape_from_fields("split_rope", _rope_fields(args, "x", "cos", "sin"), source)
@@ -295,6 +302,14 @@ def pair_shape_of_call(kernel: str, args: dict, source: str):
             f"q {args['q']['shape']} with q_cos {args['q_cos']['shape']} and k "
             f"{args['k']['shape']} with k_cos {args['k_cos']['shape']} differ in B, H or D"
         )
+    if q["layout"] != k["layout"]:
+        # A side with one token (a single query) or one head has cos/sin that are the same
+        # memory in either layout, which record.cos_sin_layout calls token-major: the other
+        # side's strides say which layout the call passes.
+        if not _layout_shows(args, "q_cos"):
+            q["layout"] = k["layout"]
+        elif not _layout_shows(args, "k_cos"):
+            k["layout"] = q["layout"]
     if q["layout"] != k["layout"]:
         raise ValueError(
             f"q's cos/sin are {q['layout']} and k's {k['layout']}; a suite shape has one layout"

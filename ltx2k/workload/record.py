@@ -105,9 +105,18 @@ def _context_bits(args: tuple, compiling: bool) -> int:
 def note_traced(kernel: str, *args: object) -> None:
     """Count a trace of the kernel's registered op (its fake implementation, run while
     torch.compile or torch.export traces the model): once per trace, with "compiling",
-    since a compiled graph replays without entering Python."""
-    if _ACTIVE:
+    since a compiled graph replays without entering Python.
+
+    A trace's tensors are FakeTensors. An eager call on plain meta tensors reaches the fake
+    implementation too, and its public function counted it already: it is not a trace."""
+    if _ACTIVE and any(isinstance(t, _fake_tensor_type()) for t in args):
         _count(kernel, args, traced=True)
+
+
+def _fake_tensor_type() -> type:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor
 
 
 def _count(kernel: str, args: tuple, traced: bool = False) -> None:
