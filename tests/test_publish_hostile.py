@@ -72,13 +72,17 @@ def test_failing_asv_publish_keeps_the_previous_site(history, results, tmp_path)
 @pytest.mark.slow
 def test_asv_publish_past_its_timeout_is_stopped_and_the_site_kept(history, results, tmp_path):
     html = tmp_path / "html"
+    start = time.monotonic()
     assert publish.publish(history.conf, results, html, repo=history.repo, log=io.StringIO()).asv_ok
+    whole = time.monotonic() - start
     index = (html / "index.html").read_bytes()
     start = time.monotonic()
     res = publish.publish(
         history.conf, results, html, repo=history.repo, log=io.StringIO(), asv_timeout=0.5
     )
-    assert time.monotonic() - start < 120
+    # No hang: the stopped publish takes about what a whole one took (its summary and plots
+    # are still made), however loaded the machine; a fixed bound failed on a busy one.
+    assert time.monotonic() - start < 2 * whole + 30
     assert not res.asv_ok and res.kept_old
     assert any("ran past 0.5 s" in p.message for p in res.problems)
     assert (html / "index.html").read_bytes() == index
