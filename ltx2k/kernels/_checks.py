@@ -121,7 +121,8 @@ def rope_operands(
     unit_last_stride(cn, cos)
     unit_last_stride(sn, sin)
     B, S, HD = x.shape
-    in_range("B*S", B * S, 0, MAX_ROPE_TOKENS, f"token count ({xn}.shape[0] * {xn}.shape[1])")
+    if B * S > MAX_ROPE_TOKENS:  # the message built only then: this runs on every call
+        in_range("B*S", B * S, 0, MAX_ROPE_TOKENS, f"token count ({xn}.shape[0] * {xn}.shape[1])")
     cb, H, cs, half = cos.shape
     if cb != B:
         raise ValueError(
