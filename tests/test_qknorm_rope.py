@@ -549,6 +549,11 @@ BAD_EPS = [
 
 BAD_EPS += [
     (10**400, ValueError, r"^eps must be a finite positive float, got an int of 1329 bits"),
+    # float32 rounds these to a subnormal, to 0 and to inf: not the eps asked for
+    (1e-40, ValueError, r"^eps must lie in float32's normal range \[1\.17549e-38, .*got 1e-40$"),
+    (1e-50, ValueError, r"^eps must lie in float32's normal range .*got 1e-50$"),
+    (1e39, ValueError, r"^eps must lie in float32's normal range .*3\.40282e\+38\] .*got 1e\+39$"),
+    (10**39, ValueError, r"^eps must lie in float32's normal range .*got 10{39}$"),
     (torch.tensor(1e-6), TypeError, r"^eps must be a float, got Tensor"),
 ]
 
@@ -566,9 +571,17 @@ def test_bad_eps_named(eps, error, match, route):
         _call(**changes)
 
 
+@pytest.mark.parametrize("eps", [torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max])
+def test_eps_range_edges_taken(eps):
+    """float32's smallest normal and its largest are eps the kernel adds as given."""
+    args = norm_inputs(VALID, seed=1)  # _call's
+    for out, ref in zip(_call(eps=eps), want(args, eps), strict=True):
+        assert_bitexact(out, ref)
+
+
 def test_rejected_eps_adds_no_native_memo():
     before = set(qknorm_rope._SITES)
-    for eps in (-1e-6, 0.0, math.inf, float("nan")):
+    for eps in (-1e-6, 0.0, math.inf, float("nan"), 1e-40, 1e39):
         with pytest.raises(ValueError, match="^eps"):
             _call(eps=eps)
     assert set(qknorm_rope._SITES) == before

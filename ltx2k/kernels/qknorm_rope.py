@@ -273,7 +273,18 @@ def check_eps(eps) -> float:
                          f"{eps.bit_length()} bits") from None  # fmt: skip
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"eps must be a finite positive float, got {eps!r}")
+    if not _FP32_TINY <= value <= _FP32_MAX:
+        # The norm adds eps in float32: outside float32's normal range it becomes 0, inf or
+        # a subnormal, which a GPU may flush to zero where the eager reference does not.
+        raise ValueError(
+            f"eps must lie in float32's normal range [{_FP32_TINY:.6g}, {_FP32_MAX:.6g}] "
+            f"(the norm adds it in float32), got {eps!r}"
+        )
     return value
+
+
+_FP32_TINY = torch.finfo(torch.float32).tiny
+_FP32_MAX = torch.finfo(torch.float32).max
 
 
 def ltx2_qknorm_split_rope_pair(
@@ -299,7 +310,7 @@ def ltx2_qknorm_split_rope_pair(
             read once).
         q_weight, k_weight: the RMSNorm weights, ``[H*D]`` bf16 or fp32, contiguous (the
             attention's ``q_norm.weight`` / ``k_norm.weight``; an ``nn.Parameter`` is fine).
-        eps: RMSNorm's epsilon (LTX-2: 1e-6), a positive float.
+        eps: RMSNorm's epsilon (LTX-2: 1e-6), a positive float in float32's normal range.
         variant: ``"tiled_pdl"`` (default), ``"tiled"`` or ``"row"`` (sglang's current
             design: one program per token row of q and k).
         launch: ``"auto"`` (default: ``"native"``), ``"native"``, ``"lean"`` or ``"triton"``.
