@@ -446,7 +446,7 @@ def _versions_differ(head: Record, base: Record) -> str | None:
     """Why *head* and *base* are not comparable: results of two versions of the benchmark
     (a version asv does not store matches any, as in ``asv compare``); None if they are."""
     a, b = base.bench_version, head.bench_version
-    if a is None or b is None or a == b:
+    if hseries.same_version(a, b):
         return None
     return f"benchmark code changed between base and head (asv version {a[:8]} to {b[:8]})"
 

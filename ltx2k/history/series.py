@@ -95,13 +95,18 @@ def machine_commits(index: dict, machine: str, order: Sequence[str], head: str, 
     return measured[-last:] + [head]
 
 
+def same_version(a: str | None, b: str | None) -> bool:
+    """Whether results of benchmark versions *a* and *b* measured the same code: asv's rule
+    (Results.get_result_keys), where a result without a version matches any."""
+    return a is None or b is None or a == b
+
+
 def build(index: dict, machine: str, commits: Sequence[str], key) -> Series:
     """The series of one cell (*key* = (benchmark, params)) over *commits* on *machine*,
     the last one head: runs of another benchmark version than head's have no value."""
     benchmark, params = key
     points, unit = [], ""
     head = index.get((machine, commits[-1]), {}).get(key) if commits else None
-    # asv's rule (Results.get_result_keys): a result without a version matches any.
     version = head.bench_version if head is not None else None
     for c in commits:
         rec = index.get((machine, c), {}).get(key)
@@ -109,7 +114,7 @@ def build(index: dict, machine: str, commits: Sequence[str], key) -> Series:
             points.append(Point(c, None, None, MISSING, None))
             continue
         unit = rec.unit or unit
-        if version is not None and rec.bench_version not in (None, version):
+        if not same_version(rec.bench_version, version):
             points.append(Point(c, None, None, OTHER_VERSION, rec))
             continue
         status = OK if rec.value is not None else FAILED

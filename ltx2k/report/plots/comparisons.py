@@ -18,7 +18,9 @@ from ltx2k.report.plots.data import (
     KERNEL_VARIANTS,
     METRIC_TITLES,
     PCT_COPY_BW,
+    benchmark_key,
     commit_order,
+    current_version,
     display_value,
     kernel_records,
     latest_per_machine,
@@ -42,17 +44,34 @@ from ltx2k.workload.variants import BASELINE_VARIANT, UPSTREAM_CURRENT_VARIANT
 
 def _latest_values(
     records: Sequence, kernel: str, metric: str, order: Sequence[str] | None = None
-) -> dict[tuple[str, str, str], float]:
+) -> tuple[dict[tuple[str, str, str], float], dict[str, str], set[str]]:
     """(machine, variant, shape) -> value at that machine's latest commit (in
-    :func:`~ltx2k.report.plots.data.commit_order` with *order*)."""
+    :func:`~ltx2k.report.plots.data.commit_order` with *order*) of the benchmark's
+    current version; machine -> that commit; the machines whose newest results, of
+    an older version, are not drawn.
+
+    The current version is that of the benchmark's newest result on any machine
+    (:func:`~ltx2k.report.plots.data.current_version` by benchmark): panels side by side
+    compare GPUs only where they ran the same code, as asv publish draws one version of a
+    benchmark on every machine.
+    """
     recs = kernel_records(records, kernel, metric)
-    latest = latest_per_machine(recs, order)
+    drawn = current_version(recs, order, key=benchmark_key)
+    latest = latest_per_machine(drawn, order)
+    older = {m for m, c in latest_per_machine(recs, order).items() if latest.get(m) != c}
     out = {}
-    for r in recs:
+    for r in drawn:
         v = display_value(r)
         if r.commit == latest[r.machine] and v is not None:
             out[(r.machine, param(r, "variant"), param(r, "shape"))] = v
-    return out
+    return out, latest, older
+
+
+def _older_note(machines) -> str:
+    """The figure title's note on GPUs whose newest results measured older code."""
+    if not machines:
+        return ""
+    return f"\n(older benchmark version not drawn: {', '.join(sorted(machines))})"
 
 
 def _grouped_bars(ax, labels, variants, heights, colours, *, bottom=0.0):
@@ -132,11 +151,12 @@ def speedup(
             f"kernel has no BASELINE_VARIANT in ltx2k.workload.variants, got {kernel!r}"
         )
     what = speedup_baselines(kernel).get(baseline)
-    values = _latest_values(records, kernel, metric, order)
+    # Baseline and variant are cells of one result file, so a ratio never spans versions;
+    # the GPUs' panels share an axis, so all are of the benchmark's newest code, as asv draws.
+    values, latest, older = _latest_values(records, kernel, metric, order)
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {metric} results")
-    latest = latest_per_machine(kernel_records(records, kernel, metric), order)
     fig = new_figure(max(4.6 * len(machines), 7), 4.4)
     axes = fig.subplots(1, len(machines), squeeze=False, sharey=True)[0]
     all_variants = ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
@@ -166,7 +186,7 @@ def speedup(
     _variant_legend(fig, others, colours, ncols=min(len(others), 4 * len(machines), 8))
     fig.suptitle(
         f"{kernel}: speedup over {baseline}{f' ({what})' if what else ''}, "
-        f"{METRIC_TITLES.get(metric, metric)} (higher is better)",
+        f"{METRIC_TITLES.get(metric, metric)} (higher is better){_older_note(older)}",
         fontsize=11,
     )
     return fig
@@ -178,11 +198,11 @@ def copy_bandwidth(records: Sequence, kernel: str, *, order: Sequence[str] | Non
     The dashed 100% line is the roofline for a memory-bound kernel: a bar
     near it leaves little to gain; far below it, launch or latency bound.
     """
-    values = _latest_values(records, kernel, PCT_COPY_BW, order)
+    # GPUs share one % axis here: only the benchmark's newest code on each, as asv draws.
+    values, latest, older = _latest_values(records, kernel, PCT_COPY_BW, order)
     machines = sorted({m for m, _, _ in values})
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {PCT_COPY_BW} results")
-    latest = latest_per_machine(kernel_records(records, kernel, PCT_COPY_BW), order)
     variants = ordered((v for _, v, _ in values), KERNEL_VARIANTS.get(kernel, ()))
     colours = variant_colours(kernel, variants)
     top = max(110.0, 1.08 * max(values.values()))
@@ -199,7 +219,9 @@ def copy_bandwidth(records: Sequence, kernel: str, *, order: Sequence[str] | Non
     axes[0].set_ylabel("% of measured copy bandwidth")
     _variant_legend(fig, variants, colours)
     fig.suptitle(
-        f"{kernel}: achieved bandwidth vs measured copy bandwidth (100% = roofline)", fontsize=11
+        f"{kernel}: achieved bandwidth vs measured copy bandwidth (100% = roofline)"
+        f"{_older_note(older)}",
+        fontsize=11,
     )
     return fig
 
@@ -226,8 +248,8 @@ def copy_ceilings(
     ceiling back; the median over the cells of the machine's latest commit
     is its value. Machines without both metrics are left out.
     """
-    cold = _latest_values(records, kernel, DEVICE_COLD, order)
-    pct = _latest_values(records, kernel, PCT_COPY_BW, order)
+    cold, _, _ = _latest_values(records, kernel, DEVICE_COLD, order)
+    pct, _, _ = _latest_values(records, kernel, PCT_COPY_BW, order)
     found: dict[str, list[float]] = defaultdict(list)
     for (m, v, s), t_us in cold.items():
         p, nbytes = pct.get((m, v, s)), bytes_moved(kernel, s)
@@ -244,7 +266,8 @@ def roofline(records: Sequence, kernel: str, *, order: Sequence[str] | None = No
     measured copy bandwidth (:func:`copy_ceilings`); small shapes sit far
     below it (launch-bound), large ones should approach it.
     """
-    cold = _latest_values(records, kernel, DEVICE_COLD, order)
+    # GPUs share one GB/s axis here: only the benchmark's newest code on each, as asv draws.
+    cold, latest, older = _latest_values(records, kernel, DEVICE_COLD, order)
     points: dict[str, list[tuple[str, str, float, float]]] = defaultdict(list)
     for (m, v, s), t_us in cold.items():
         nbytes = bytes_moved(kernel, s)
@@ -254,7 +277,6 @@ def roofline(records: Sequence, kernel: str, *, order: Sequence[str] | None = No
     if not machines:
         return empty(new_figure(8, 2), f"{kernel}: no {DEVICE_COLD} results of known shapes")
     ceilings = copy_ceilings(records, kernel, order)
-    latest = latest_per_machine(kernel_records(records, kernel, DEVICE_COLD), order)
     variants = ordered(
         (v for pts in points.values() for v, *_ in pts), KERNEL_VARIANTS.get(kernel, ())
     )
@@ -299,7 +321,9 @@ def roofline(records: Sequence, kernel: str, *, order: Sequence[str] | None = No
         ax.set_xlabel("bytes moved per call", fontsize=8)
     axes[0].set_ylabel("achieved GB/s (cold L2)")
     _variant_legend(fig, variants, colours, markers=markers)
-    fig.suptitle(f"{kernel}: roofline, achieved bandwidth vs bytes moved", fontsize=11)
+    fig.suptitle(
+        f"{kernel}: roofline, achieved bandwidth vs bytes moved{_older_note(older)}", fontsize=11
+    )
     return fig
 
 
@@ -332,8 +356,17 @@ def cross_gpu(
     labels = ordered((param(r, "shape") for r in recs), KERNEL_SHAPES.get(kernel, ()))
     machines = sorted({r.machine for r in recs} & set(ceilings))
     colours = machine_colours(machines)
+    # The GPUs' lines are read against each other, so all are of one version, the
+    # benchmark's newest (as asv publish draws), and each line is of one version.
+    drawn = current_version(recs, order, key=benchmark_key)
+    kept = {id(r) for r in drawn}
+    older_gpus = {
+        r.machine
+        for r in recs
+        if id(r) not in kept and r.commit in index and display_value(r) is not None
+    }
     series: dict[tuple[str, str], list[float | None]] = defaultdict(lambda: [None] * n)
-    for r in recs:
+    for r in drawn:
         t, nbytes = display_value(r), bytes_moved(kernel, param(r, "shape"))
         if r.commit in index and r.machine in ceilings and t and nbytes:
             achieved = nbytes / (t * 1e-6)
@@ -376,7 +409,8 @@ def cross_gpu(
         ax.set_xticks(range(n))
         ax.set_xticklabels([c[:8] for c in commits], rotation=90, fontsize=6, family="monospace")
     fig.suptitle(
-        f"{kernel} {variant}: each GPU against its own copy bandwidth (higher is better)",
+        f"{kernel} {variant}: each GPU against its own copy bandwidth (higher is better)"
+        f"{_older_note(older_gpus)}",
         fontsize=11,
     )
     return fig

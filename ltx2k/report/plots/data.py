@@ -1,12 +1,13 @@
 """What the figures read from history records and report rows: kernel and metric names,
-parameters, values in display units, the order of commits."""
+parameters, values in display units, the order of commits, the benchmark version drawn."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from ltx2k.analysis.model import Row
+from ltx2k.history.series import same_version
 from ltx2k.workload import cases
 
 # asv class name in benchmarks/bench_kernels.py -> kernel name in ltx2k.workload.cases.
@@ -119,3 +120,46 @@ def latest_per_machine(records: Iterable, order: Sequence[str] | None = None) ->
 
 def kernel_records(records: Iterable, kernel: str, metric: str) -> list:
     return [r for r in records if split_benchmark(r.benchmark) == (kernel, metric)]
+
+
+def line_key(record) -> tuple:
+    """The line a record is a point of: one machine's runs of one benchmark cell."""
+    return record.machine, record.benchmark, record.params
+
+
+def benchmark_key(record) -> str:
+    """One key for every machine's and cell's results of a benchmark: what figures that put
+    machines side by side group by, as asv publish draws one version on every machine."""
+    return record.benchmark
+
+
+def current_version(
+    records: Iterable,
+    order: Sequence[str] | None = None,
+    *,
+    key: Callable[[object], Hashable] = line_key,
+) -> list:
+    """The records of *records* a figure draws: in each group (*key*: a
+    :func:`line_key` by default), those of the newest record's benchmark version, the
+    newest in :func:`commit_order` with *order*.
+
+    Results of two versions measured different code, so a line joining them shows a
+    change of code as a change of speed (the rule of :func:`ltx2k.history.series.build`
+    and ``asv compare``). A result without a version matches any (asv's rule): it is
+    always kept, and the version is that of the newest record that has one, so that
+    versionless results after it do not let a second version in. Of a group's records at
+    one commit the last one given is the newest, as a figure drawing them in turn shows
+    the last.
+    """
+    records = list(records)
+    rank = commit_rank(records, order)
+    newest: dict = {}  # key -> (commit rank, version)
+    for r in records:
+        if r.bench_version is None:
+            continue
+        k, at = key(r), rank(r.commit)
+        if k not in newest or at >= newest[k][0]:
+            newest[k] = (at, r.bench_version)
+    return [
+        r for r in records if same_version(r.bench_version, newest.get(key(r), (None, None))[1])
+    ]

@@ -17,6 +17,7 @@ from ltx2k.report.plots.data import (
     KERNEL_VARIANTS,
     METRIC_TITLES,
     commit_order,
+    current_version,
     display_value,
     kernel_records,
     ordered,
@@ -104,7 +105,9 @@ def history(
     Colour is the variant, labelled at the line's end; log y in µs. A series
     with a single commit is drawn as a large dot. Red triangles mark
     asv-detected regression steps, red rings the cells the regress report
-    flags at its head commit. ``last`` keeps the last N commits.
+    flags at its head commit. ``last`` keeps the last N commits. A line draws one
+    version of the benchmark's code, its newest run's (:func:`current_version`): a
+    change of code is no step.
     """
     if last is not None and last < 1:
         raise ValueError(f"last must be a positive number of commits, got {last!r}")
@@ -116,7 +119,10 @@ def history(
     if not commits:
         return empty(new_figure(8, 2), f"{kernel}: no history of {title}")
     index = {c: i for i, c in enumerate(commits)}
+    drawn = [r for r in current_version(recs, order) if r.commit in index]
     recs = [r for r in recs if r.commit in index]
+    kept = {id(r) for r in drawn}
+    older = any(id(r) not in kept and display_value(r) is not None for r in recs)
     labels = ordered((param(r, "shape") for r in recs), KERNEL_SHAPES.get(kernel, ()))
     variants = ordered((param(r, "variant") for r in recs), KERNEL_VARIANTS.get(kernel, ()))
     machines = sorted({r.machine for r in recs})
@@ -128,7 +134,7 @@ def history(
     label_room = max(2.0, 0.45 * n)  # x units right of the last commit for line labels
 
     series: dict[tuple[str, str, str], list[float | None]] = defaultdict(lambda: [None] * n)
-    for r in recs:
+    for r in drawn:
         series[(r.machine, param(r, "shape"), param(r, "variant"))][index[r.commit]] = (
             display_value(r)
         )
@@ -222,6 +228,8 @@ def history(
             label="flagged at head",
         ),
     ]
+    if older:
+        handles.append(Line2D([], [], ls="", label="older benchmark version not drawn"))
     fig.legend(
         handles=handles,
         loc="outside lower center",
