@@ -254,3 +254,21 @@ def test_git_and_check_repo(repo, tmp_path):
     f.write_text("")
     with pytest.raises(ValueError, match="--git-dir .* is not a directory"):
         commits.check_repo(f, "--git-dir")
+
+
+def test_a_head_without_a_version_does_not_join_two_older_versions():
+    """Head's result stores no version (it matches any, asv's rule); the runs before it are
+    of two versions: only the newer version's runs keep their values, so a series never
+    joins two codes."""
+    from dataclasses import replace
+
+    versions = ["v1", "v1", "v2", "v2", None]
+    records = [
+        replace(rec(f"c{i}", 10.0 if v == "v1" else 20.0), bench_version=v)
+        for i, v in enumerate(versions)
+    ]
+    index = hseries.index_records(records)
+    s = hseries.build(index, "h200", [f"c{i}" for i in range(5)], (BENCH, PARAMS))
+    assert [p.status for p in s.points] == [hseries.OTHER_VERSION] * 2 + [hseries.OK] * 3
+    assert s.values == [None, None, 20.0, 20.0, 20.0]
+    assert hseries.other_version(s) == "c1"

@@ -103,11 +103,18 @@ def same_version(a: str | None, b: str | None) -> bool:
 
 def build(index: dict, machine: str, commits: Sequence[str], key) -> Series:
     """The series of one cell (*key* = (benchmark, params)) over *commits* on *machine*,
-    the last one head: runs of another benchmark version than head's have no value."""
+    the last one head: runs of another benchmark version than head's (than the newest
+    stored one's, where head's result stores none) have no value."""
     benchmark, params = key
     points, unit = [], ""
-    head = index.get((machine, commits[-1]), {}).get(key) if commits else None
-    version = head.bench_version if head is not None else None
+    # Head's version; where head's result stores none (it matches any), the newest that
+    # does, so that the runs before head are still of one version.
+    version = None
+    for c in reversed(commits):
+        rec = index.get((machine, c), {}).get(key)
+        if rec is not None and rec.bench_version is not None:
+            version = rec.bench_version
+            break
     for c in commits:
         rec = index.get((machine, c), {}).get(key)
         if rec is None:
