@@ -1234,3 +1234,34 @@ def test_a_kernel_whose_module_is_not_installed_shows_the_datas_default(monkeypa
         assert views.default_variant("qknorm_rope_pair") == "tiled_pdl"
     finally:
         views.default_variant.cache_clear()
+
+
+def test_first_screen_sparklines_draw_only_the_newest_benchmark_version(loaded):
+    """A benchmark whose code changed three commits before head (asv stores a new version
+    hash): each sparkline keeps the new code's runs and leaves the old code's out, as asv
+    publish draws one version; the derived speedups are of one version too."""
+    import dataclasses
+
+    records, _ = loaded
+    h200 = [r for r in records if r.machine == "h200"]
+    dates = sorted({r.date for r in h200})
+    new_from = dates[-3]
+    changed = [
+        dataclasses.replace(
+            r,
+            bench_version="new" if r.date >= new_from else "old",
+            value=r.value if r.date >= new_from or r.value is None else r.value * 0.5,
+        )
+        for r in h200
+    ]
+    (view,) = firstscreen.build_views(changed, None, ["h200"])
+    (plain,) = firstscreen.build_views(h200, None, ["h200"])
+    assert view.commits == plain.commits and len(view.commits) > 3
+    drawn = 0
+    for table, before in zip(view.tables, plain.tables, strict=True):
+        for (_, cells), (_, cells_before) in zip(table.rows, before.rows, strict=True):
+            for cell, cell_before in zip(cells, cells_before, strict=True):
+                assert all(v is None for v in cell.history[:-3]), (table.kernel, cell)
+                assert cell.history[-3:] == cell_before.history[-3:]
+                drawn += sum(v is not None for v in cell.history)
+    assert drawn > 0

@@ -377,7 +377,9 @@ def build_views(
 ) -> list[MachineView]:
     """One :class:`MachineView` per machine, tables for every kernel with results."""
     prov = provenance or Provenance()
-    usable = [r for r in records if r.value is not None]
+    # One benchmark version per machine and cell, as asv publish draws: a sparkline joining
+    # two codes shows a change of code as a change of speed.
+    usable = [r for r in plots.current_version(records) if r.value is not None]
     kernels = plots.kernels_in(usable)
     metrics_present = {plots.split_benchmark(r.benchmark)[1] for r in usable}
     cols = [c for c in columns if not c.optional or c.metric in metrics_present]
