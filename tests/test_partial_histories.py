@@ -7,12 +7,15 @@ default, ``--hypothesis-profile=long`` for a deliberate search of many thousands
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
+import itertools
 import json
 import math
 import re
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import histories as H
@@ -94,7 +97,13 @@ def check_report(report: dict, markdown: str, rc: int) -> None:
         for m, c in row.cells.items():
             text = format_cell(c)
             assert "vs 0" not in text or c.base == 0, (row.benchmark, m, c)
-            if c.flag in ("regression", "improvement", "suspected"):
+            if _failure_verdict(c):
+                # A benchmark that failed at one end: the end it failed at has no value,
+                # and the cell says which failed.
+                assert c.flag in ("regression", "improvement") and c.ratio is None, c
+                assert (c.head is None) == (c.flag == "regression") != (c.base is None), c
+                assert f"({c.why})" in text, (text, c)
+            elif c.flag in ("regression", "improvement", "suspected"):
                 # A judged cell has its own numbers: a head, a base and a ratio or a 0 base.
                 assert c.head is not None and c.base is not None, (row.benchmark, m, c)
                 assert c.ratio is not None or c.base == 0, (row.benchmark, m, c)
@@ -103,6 +112,11 @@ def check_report(report: dict, markdown: str, rc: int) -> None:
                     assert c.verdict_of, (row.benchmark, m, c)
             for x in (c.ratio, c.head, c.base, c.p_value, c.noise):
                 assert x is None or math.isfinite(x), (row.benchmark, m, c)
+
+
+def _failure_verdict(c) -> bool:
+    """A verdict on a benchmark that failed at head or at base (asv stored null there)."""
+    return c.flag in ("regression", "improvement") and c.test == "none"
 
 
 def run_regress(h: H.History, repo: H.Repo, tmp: Path) -> list[tuple[Path, int]]:
@@ -143,7 +157,9 @@ def run_confirm_plan(h: H.History, repo: H.Repo, tmp: Path, report: Path) -> Non
             if (r["cells"].get(m) or {}).get("flag") == "regression"
         }
         for cell in flagged.values():
-            assert cell["head"] is not None and cell["base"] is not None, cell
+            # measured at both ends, or failed at head after a measured base
+            assert cell["base"] is not None, cell
+            assert cell["head"] is not None or cell["test"] == "none", cell
         chosen, _ = targets.read_report(report, m)
         assert {(t.benchmark, t.params) for t in chosen} == {
             k for k, c in flagged.items() if c.get("step")
@@ -435,6 +451,98 @@ def test_a_benchmark_whose_code_changed_is_not_judged_across_the_change(h, repo)
                         assert not (s.last_good in old and first_new in (s.first_bad, *s.range)), (
                             mode, row.benchmark, m, s,
                         )  # fmt: skip
+
+
+@st.composite
+def _failing_heads(draw) -> H.History:
+    """A history whose head runs stored null for some or all cells (a benchmark that
+    raised, or a commit that did not build: asv stores null for every benchmark)."""
+    h = draw(H.histories(max_commits=6, max_machines=2))
+    share = draw(st.sampled_from((0.3, 1.0)))
+    head = h.n_commits - 1
+    runs = {
+        m: rs[:-1] + (replace(rs[-1], failed=share, skipped=0.0),) if rs[-1].commit == head else rs
+        for m, rs in h.runs.items()
+    }
+    return replace(h, runs=runs)
+
+
+def _stored(path: Path, machine: str, param_names: dict) -> dict:
+    """{(benchmark, params): (value, version)} as asv's own reader gives them: None where
+    the cell failed, NaN where it was skipped."""
+    from asv.results import Results
+
+    res = Results.load(str(path), machine_name=machine)
+    out = {}
+    for name in res.get_all_result_keys():
+        params = res.get_result_params(name)
+        version = res.benchmark_version.get(name)
+        values = res.get_result_value(name, params)
+        for combo, v in zip(itertools.product(*params), values, strict=True):
+            key = tuple(
+                (n, ast.literal_eval(x)) for n, x in zip(param_names[name], combo, strict=True)
+            )
+            out[(name, key)] = (v, version)
+    return out
+
+
+@_SLOW_OK
+@given(h=_failing_heads())
+def test_a_benchmark_that_fails_at_head_is_never_fine(h, repo):
+    """A cell with a value at the machine's previous run and none at head (asv stored
+    null: it raised, or the commit did not build) is what asv compare marks "introduced a
+    failure" and counts as worse, so asv continuous fails: regress flags it a regression,
+    against that commit and along the history, and never exits 0."""
+    head = h.n_commits - 1
+    with tempfile.TemporaryDirectory(prefix="ltx2k-failing-") as d:
+        tmp = Path(d)
+        results = H.write(h, tmp, repo)
+        bench = json.loads((results / "benchmarks.json").read_text())
+        names = {k: v.get("param_names", []) for k, v in bench.items() if isinstance(v, dict)}
+        broken = {}  # machine -> (its previous commit, the cells it broke)
+        for m, rs in h.runs.items():
+            if len(rs) < 2 or rs[-1].commit != head:
+                continue
+            (now_file,) = (results / m).glob(f"{repo.commits[head][:8]}-*.json")
+            (then_file,) = (results / m).glob(f"{repo.commits[rs[-2].commit][:8]}-*.json")
+            now, then = _stored(now_file, m, names), _stored(then_file, m, names)
+            cells = set()
+            for key, (v, version) in now.items():
+                old, old_version = then.get(key, (None, None))
+                if v is not None or old is None or math.isnan(old):
+                    continue
+                if version is None or old_version is None or version == old_version:
+                    cells.add(key)
+            if cells:
+                broken[m] = (rs[-2].commit, cells)
+        if not broken:
+            return
+        r = ["--repo", str(repo.path)]
+        modes = [["--last", "20", *r]]
+        base = h.n_commits - 2
+        modes.append(["--baseline", repo.commits[base], *r])
+        for mode in modes:
+            js, md = tmp / "r.json", tmp / "r.md"
+            rc, _, err = _cli(
+                ["regress", "--results", str(results), "--head", repo.commits[head], *mode]
+                + ["--json", str(js), "--markdown", str(md)]
+            )
+            assert "Traceback" not in err, err
+            report = _strict_json(js.read_text())
+            check_report(report, md.read_text(), rc)
+            rep = Report.from_json(report)
+            judged = 0
+            for m, (prev, cells) in broken.items():
+                if "--baseline" in mode and prev != base:
+                    continue
+                for row in rep.rows:
+                    if (row.benchmark, row.params) in cells:
+                        judged += 1
+                        c = row.cells[m]
+                        assert c.flag == "regression", (mode, row.benchmark, row.params, m, c)
+                        assert c.why and c.why.startswith("failed "), c
+            if judged:
+                assert rc == 2, (mode, rc, err[-1500:])
 
 
 @pytest.mark.parametrize("prefix", ["00000000", "ffffffff"])

@@ -130,6 +130,10 @@ def insufficient(report) -> set:
     }
 
 
+def row_key(row) -> tuple[str, str | None, str | None]:
+    return row.benchmark, row.variant, row.shape
+
+
 def failed_cell():
     m, bench, v, s, _ = FAILED.split(":")
     return (m, f"bench_kernels.{bench}", v, s)
@@ -144,11 +148,20 @@ def test_injected_steps_flag_exactly_their_cells(hist, loaded):
         records, hist.commits[STEP_AT], baseline=hist.commits[STEP_AT - 1], problems=problems
     )
     want = expected_flags(STEP_AT, [STEP_AT - 1])
-    assert flagged(report) == want
+    # A cell that failed at head (asv stored null) after a value at base: asv compare's
+    # "introduced a failure", which it counts as worse.
+    assert flagged(report) == {**want, failed_cell(): "regression"}
     # the +8% A100 step is a regression on the A100 only; the H200's -30% an improvement
     assert {m for (m, b, *_), f in want.items() if f == "regression"} == {A100, H100}
     assert report.status == "regression" and report.exit_code == regress.EXIT_REGRESSION
-    assert insufficient(report) == {failed_cell()}
+    assert insufficient(report) == set()
+    (broken,) = [
+        c
+        for row, m, c in report.cells()
+        if (m, row.benchmark, row.variant, row.shape) == failed_cell()
+    ]
+    assert broken.head is None and broken.ratio is None
+    assert broken.why == "failed at head, measured at base"
     for row, m, c in report.cells():
         key = (m, row.benchmark, row.variant, row.shape)
         if key in want:
@@ -272,15 +285,18 @@ def test_last_n_baseline(hist, loaded, use_repo):
     want = {
         k: v for k, v in expected_flags(STEP_AT, window, table=DOC_STEP).items() if k not in edge
     }
-    assert got == want
+    # the cell that failed at head after a value at the commit before
+    assert got == {**want, failed_cell(): "regression"}
+    (broken,) = [c for row, m, c in report.cells() if (m, *row_key(row)) == failed_cell()]
+    assert broken.why == f"failed at head, measured at {hist.commits[STEP_AT - 1][:8]}"
     assert all(
         c.test == "change-point"
         for row, m, c in report.cells()
-        if row.metric.startswith("time_") and c.flag != "insufficient"
+        if row.metric.startswith("time_") and c.flag != "insufficient" and c is not broken
     )
-    # every flag names its step: the head commit itself, exactly
+    # every other flag names its step: the head commit itself, exactly
     for _, _, c in report.cells("regression") + report.cells("improvement"):
-        assert c.step is not None and c.step.range == (hist.commits[STEP_AT],)
+        assert c is broken or (c.step is not None and c.step.range == (hist.commits[STEP_AT],))
     # a persisted step is the new normal: five later commits later, nothing is flagged
     later = regress.compare(records, hist.commits[STEP_AT + 6], last=5, repo=repo)
     assert (
@@ -493,7 +509,7 @@ def test_cli_regression_exit_2_and_json_schema(hist, tmp_path, capsys):
         for m, cell in r["cells"].items()
         if cell["flag"] in ("regression", "improvement")
     }
-    assert got == expected_flags(STEP_AT, [STEP_AT - 1])
+    assert got == {**expected_flags(STEP_AT, [STEP_AT - 1]), failed_cell(): "regression"}
 
     md = out_md.read_text()
     first = md.splitlines()[0]

@@ -465,7 +465,12 @@ def test_flagged_cells_are_exactly_the_injected_steps(site):
         # % of copy bandwidth is computed from the cold time: it shares that cell's verdict.
         return expect((*step[:2], "track_pct_copy_bandwidth", *step[3:]))
 
-    assert flagged["regression"] == {expect(REGRESSION), derived(REGRESSION)}
+    # The benchmark that failed at head after a value before it is one too (asv compare's
+    # "introduced a failure").
+    broken = tuple(
+        FAILURE.split(":")[:1] + FAILURE.split(":")[1].split(".") + FAILURE.split(":")[2:4]
+    )
+    assert flagged["regression"] == {expect(REGRESSION), derived(REGRESSION), expect(broken)}
     assert flagged["improvement"] == {expect(IMPROVEMENT), derived(IMPROVEMENT)}
     html = result.summary.read_text(encoding="utf-8")
     red = plots.FLAG_COLOURS["regression"]
@@ -482,6 +487,11 @@ def test_flagged_cells_name_their_step(site, history):
         for attrs, text in cells[4:]
         if attrs.get("data-flag") in ("regression", "improvement")
     ]
+    # The benchmark that failed at head has no step, and no ratio to show.
+    failed = [(a, t) for a, t in flagged if "data-first-bad" not in a]
+    assert [t for _, t in failed] == ["n/a"]
+    assert "failed at head" in failed[0][0]["title"]
+    flagged = [f for f in flagged if f not in failed]
     # Two injected cold-time steps and the % of copy bandwidth computed from each.
     assert len(flagged) == 4
     for attrs, text in flagged:

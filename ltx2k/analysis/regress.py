@@ -418,13 +418,27 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             hv = h.value if h is not None else None
             bv = b.value if b is not None else None
             gpu = h.gpu_uuid if h is not None else None
-            if hv is None or bv is None:
-                why = "not measured at head" if hv is None else "not measured at base"
-                cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu, why=why)
+            # Other code measured at each end: asv compare's "not comparable", first.
+            differ = _versions_differ(h, b) if h is not None and b is not None else None
+            if not differ and hv is None and bv is not None and _failed(h):
+                # asv compare's "introduced a failure", which it counts as worse (asv
+                # continuous fails): the commit broke what the base could measure.
+                why = f"{_failed(h)} at head, measured at base"
+                cells[m] = Cell(None, "regression", None, bv, None, "none", gpu_uuid=gpu, why=why)
                 continue
-            why = _versions_differ(h, b)
-            if why:
-                # Other code measured at each end: asv compare's "not comparable".
+            if not differ and bv is None and hv is not None and _failed(b):
+                # asv compare's "fixed a failure", counted as better.
+                why = f"{_failed(b)} at base, measured at head"
+                cells[m] = Cell(None, "improvement", hv, None, None, "none", gpu_uuid=gpu, why=why)
+                continue
+            if hv is None or bv is None or differ:
+                why = (
+                    _unmeasured(h, "head")
+                    if hv is None
+                    else _unmeasured(b, "base")
+                    if bv is None
+                    else differ
+                )
                 cells[m] = Cell(None, "insufficient", hv, bv, None, "none", gpu_uuid=gpu, why=why)
                 continue
             r = hv / bv if bv != 0 else (1.0 if hv == 0 else None)
@@ -440,6 +454,25 @@ def _rows_vs_commit(index, head_sha, base_sha, columns, thresholds: Thresholds) 
             cells[m] = Cell(r, flag, hv, bv, p, test, gpu_uuid=gpu)
         rows.append(_row(key, keys[key], thresholds, cells, ratio_thr))
     return _share_verdicts(rows, columns, None)
+
+
+def _failure_verdict(cell: Cell) -> bool:
+    """Whether *cell*'s verdict is that its benchmark failed at head or at base."""
+    return cell.test == "none" and cell.flag in ("regression", "improvement")
+
+
+def _failed(rec: Record | None) -> str | None:
+    """Why *rec* has no value, in a word: "failed" or "timed out" where asv stored null
+    (the benchmark raised, the commit did not build, or it ran past its timeout); None
+    where it has a value, was skipped (NaN: not selected by ``--bench``, or not
+    applicable) or has no result."""
+    if rec is None or rec.value is not None:
+        return None
+    return {"failed": "failed", "timeout": "timed out"}.get(rec.missing or "")
+
+
+def _unmeasured(rec: Record | None, where: str) -> str:
+    return f"{_failed(rec) or 'not measured'} at {where}"
 
 
 def _versions_differ(head: Record, base: Record) -> str | None:
@@ -523,8 +556,15 @@ def _derived_cell(mine: Cell, src: Cell, own: hseries.Series | None, source: str
     values of its own to carry it (the module docstring)."""
     import numpy as np
 
+    if _failure_verdict(mine):
+        # Its own benchmark failed at one end: a verdict of its own, where it has no value
+        # to carry its source's.
+        return replace(mine, verdict_of=source)
     if mine.head is None:
-        return _not_judged(mine, source, "not measured at head")
+        return _not_judged(mine, source, mine.why or "not measured at head")
+    if _failure_verdict(src):
+        # The source failed where this cell has values: no step of the source to carry.
+        return _not_judged(mine, source, f"{source.rpartition('.')[2]} {src.why}")
     if src.flag == "insufficient":
         return _not_judged(mine, source, src.why or "its source cell has no verdict")
     if own is None or src.step is None:
@@ -598,17 +638,44 @@ def _step_info(s: hseries.Series, st: changepoint.Step, order, pos, kind: str) -
     return StepInfo(good, bad, rng, ratio, ci, st.p_value, st.persists, st.runs_after, kind)
 
 
+def _new_failure(s: hseries.Series, recent: int) -> Cell | None:
+    """A regression where head failed (asv stored null) and the cell had a value before the
+    failures began, among the *recent* newest runs: the commit broke what the GPU could
+    measure, which asv compare counts as worse. A failure that began earlier was judged
+    when it was head, and one with no value before it never worked in the window: both
+    are left to the caller ("insufficient", saying it failed). Runs without a result or
+    skipped (not selected) in between neither start nor end the failure."""
+    word = _failed(s.points[-1].record)
+    if word is None:
+        return None
+    first = None  # the oldest failed run after the last value
+    for i in range(len(s.points) - 1, -1, -1):
+        p = s.points[i]
+        if p.value is not None:
+            if first is None or first < len(s.points) - recent:
+                return None
+            since = "at head" if first == len(s.points) - 1 else f"since {s.commits[first][:8]}"
+            why = f"{word} {since}, measured at {p.commit[:8]}"
+            return Cell(None, "regression", None, p.value, None, "none", why=why)
+        if p.status == hseries.FAILED and _failed(p.record):
+            first = i
+    return None
+
+
 def _history_cell(s: hseries.Series, prior, thresholds: Thresholds, pos, order, recent) -> Cell:
     import numpy as np
 
     head = s.points[-1].value
     earlier = [v for v in s.values[:-1] if v is not None]
+    broken = _new_failure(s, recent)
+    if broken is not None:
+        return broken
     if head is None or len(earlier) < 2:
         base = float(np.median(earlier)) if earlier else None
         r = head / base if head is not None and base else None
         changed = hseries.other_version(s)
         why = (
-            "not measured at head"
+            _unmeasured(s.points[-1].record, "head")
             if head is None
             else f"{len(earlier)} earlier run(s) of head's benchmark code (its asv version "
             f"changed after {changed[:8]}); a history needs 2"

@@ -136,7 +136,12 @@ def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
             continue
         step = cell["step"]
         if step is None:
-            skipped.append(Skipped(label, "flagged, but no step was found in its history"))
+            why = cell.get("why")
+            # A benchmark that failed at head has no values to time against each other;
+            # regress's reason says so (one short printable line, as regress writes it).
+            shown = isinstance(why, str) and why.isprintable() and 0 < len(why) <= 200
+            reason = f"flagged: {why}" if shown else "flagged, but no step was found in its history"
+            skipped.append(Skipped(label, reason))
             continue
         if not isinstance(step, dict):
             raise ValueError(f"{what}: 'step' of {machine} is not an object")

@@ -66,6 +66,10 @@ class Record:
     # asv compares and draws only results of one version. None: the file stores none.
     bench_version: str | None = None
     path: str = field(default="", compare=False, hash=False, repr=False)  # its result file
+    # Why ``value`` is None: "failed" (asv stored null: the benchmark raised, or the commit
+    # did not build), "timeout" or "skipped" (NaN: not selected, or NotImplementedError),
+    # as :func:`ltx2k.history.fields.why_missing` tells them apart. None with a value.
+    missing: str | None = None
 
     @property
     def param_dict(self) -> dict[str, str]:
@@ -568,6 +572,7 @@ def _cells(res, name, meta, rows, machine, info, env, gpus, path: str, version: 
     out = []
     for (params, raw_value), value, stats, samples in rows:
         fields.check_params(params)
+        kind = None
         if value is None:
             kind = fields.why_missing(res, name, meta, raw_value)
             failed.setdefault(kind, []).append(fields.label(params))
@@ -617,6 +622,7 @@ def _cells(res, name, meta, rows, machine, info, env, gpus, path: str, version: 
                 gpu_uuid=gpus.get(name),
                 bench_version=version,
                 path=path,
+                missing=kind,
             )
         )
     return out, failed

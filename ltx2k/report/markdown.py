@@ -42,7 +42,8 @@ def format_cell(c: Cell) -> str:
         return f"{c.ratio:.3f}{mark}"
     if c.base == 0 and c.head is not None and math.isfinite(c.head):
         return f"{c.head:g} vs 0{mark}"
-    return f"—{mark}"
+    # A verdict without a ratio: a benchmark that failed at one end (the cell says which).
+    return f"— ({c.why}){mark}" if c.why else f"—{mark}"
 
 
 def format_step(step: StepInfo | None) -> str:
