@@ -113,6 +113,9 @@ def test_a_failure_asv_compare_counts_as_worse_is_a_regression(
         assert c.head is None and c.base is not None and c.why == "failed at head, measured at base"
     assert rc == 2 and report.status == "regression"
     assert "(failed at head, measured at base) ❌" in markdown
+    # A commit that did not build is named as one cause, not only as N regressions.
+    whole_failure = [n for n in report.notes if "every benchmark failed at head" in n]
+    assert len(whole_failure) == (1 if n_broken == 11 else 0), report.notes
 
 
 def test_a_failure_fixed_is_an_improvement_as_in_asv_compare(conf, tmp_path):

@@ -779,6 +779,15 @@ def _notes(index, head_label, head_sha, base: Baseline, columns, rows, known=Non
             notes.append(
                 f"{m}: only {len(base_commits)} of the last {base.ref} commits have results."
             )
+        if has_head:
+            at_head = index[(m, head_sha)].values()
+            if not any(r.value is not None for r in at_head) and any(_failed(r) for r in at_head):
+                # One cause, not N regressions: read asv's output for that commit.
+                notes.append(
+                    f"{m}: every benchmark failed at head {head_label[:12]} ({len(at_head)} "
+                    "cells): the commit most likely did not build or import; asv's output "
+                    "for it says why."
+                )
         if has_head and base_commits:
             n_ins = sum(r.cells[m].flag == "insufficient" for r in rows)
             if n_ins:
