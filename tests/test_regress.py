@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -823,3 +824,37 @@ def test_short_history_flags_a_large_step_at_head_and_suspects_a_moderate_one():
             assert cell.step.first_bad == head and cell.step.runs_after == 1
     md = render_markdown(regress.compare(_pool(6, base + [1e-5 * 1.03]), head, last=5))
     assert "### Suspected" in md and "ltx2k confirm" in md
+
+
+def _regress_args(hist):
+    return ["regress", "--results", hist.results_dir, "--head", hist.commits[STEP_AT][:10],
+            "--baseline", hist.commits[STEP_AT - 1][:10]]  # fmt: skip
+
+
+def test_an_output_that_cannot_be_written_whole_leaves_the_old_file(hist, tmp_path, monkeypatch):
+    """A full disk (or a kill) while the report is written: the previous report stays
+    whole, no half file and no temporary file is left, and the command says so (exit 1)."""
+    import errno
+
+    from ltx2k.history import store_kills
+
+    out = tmp_path / "r.json"
+    out.write_text('{"previous": "report"}\n')
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_kills.os, "fsync", full)
+    assert run_cli(*_regress_args(hist), "--json", out) == 1
+    assert out.read_text() == '{"previous": "report"}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_an_output_to_a_device_is_written_through_not_replaced(hist, tmp_path):
+    """``--markdown /dev/null`` (or /dev/stdout, a pipe): written into, never renamed onto."""
+    import stat
+
+    out = tmp_path / "r.json"
+    assert run_cli(*_regress_args(hist), "--json", out, "--markdown", "/dev/null") == 2
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert json.loads(out.read_text())["status"] == "regression"

@@ -12,6 +12,7 @@ from ltx2k.commands.common import (
     internal_error,
     usage_error_exits_1,
 )
+from ltx2k.history import store_kills
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -114,8 +115,7 @@ def run(args: argparse.Namespace) -> int:
             markdown = text
         if path:
             try:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text)
+                store_kills.write_whole(path, text)
             except OSError as e:
                 print(
                     f"ltx2k: error: {flag} {path!r}: cannot write: {e.strerror or e}",

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 from ltx2k.confirm.verdict import CellResult
+from ltx2k.history import store_kills
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -147,8 +148,7 @@ def write_outputs(outcome: Outcome, *, json_path=None, markdown_path=None) -> st
         if not path:
             continue
         try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+            store_kills.write_whole(path, text)
         except OSError as e:
             raise ValueError(
                 f"{flag} {os.fspath(path)}: cannot write ({e.strerror or e})"

@@ -83,6 +83,20 @@ def atomic_write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def write_whole(path, text: str) -> None:
+    """Write a command's output file so that a kill, a full disk or a reader never sees half
+    of it: the old file stays whole until the new one is (:func:`atomic_write`). A path
+    that exists and is not a regular file (``/dev/stdout``, a pipe, ``/dev/null``) is
+    written directly: there is no file to replace, and renaming onto it would replace the
+    device itself."""
+    p = Path(os.fspath(path))
+    if p.exists() and not p.is_file():
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    atomic_write(p, text.encode("utf-8"))
+
+
 def sweep_tmp_files(root: Path, log: Callable[[str], None]) -> None:
     """Remove files a killed pull left half-written under *root*."""
     if not root.is_dir():
