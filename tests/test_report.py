@@ -1275,3 +1275,11 @@ def test_first_screen_sparklines_draw_only_the_newest_benchmark_version(loaded):
                 assert cell.history[-3:] == cell_before.history[-3:]
                 drawn += sum(v is not None for v in cell.history)
     assert drawn > 0
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [(45.67, "45.7%"), (0.1, "0.1%"), (0.0, "0.0%"), (0.000123, "0.00012%"), (0.05, "0.05%")],
+)
+def test_a_small_share_of_copy_bandwidth_is_not_shown_as_zero(value, shown):
+    assert firstscreen.fmt(value, "%") == shown

@@ -147,7 +147,8 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "×":
         return f"{value:.2f}×"
     if unit == "%":
-        return f"{value:.1f}%"
+        # Two significant digits under 0.1%: the CPU interpreter's shares (~1e-4 %) are not 0.
+        return f"{value:.1f}%" if value == 0 or abs(value) >= 0.1 else f"{value:.2g}%"
     if unit == "µs":
         v, suffix = (value, "µs") if value < 1000 else (value / 1000, "ms")
         # three significant digits, trailing zeros kept so columns line up
