@@ -1282,4 +1282,7 @@ def test_first_screen_sparklines_draw_only_the_newest_benchmark_version(loaded):
     [(45.67, "45.7%"), (0.1, "0.1%"), (0.0, "0.0%"), (0.000123, "0.00012%"), (0.05, "0.05%")],
 )
 def test_a_small_share_of_copy_bandwidth_is_not_shown_as_zero(value, shown):
+    from ltx2k.report.markdown import format_value
+
     assert firstscreen.fmt(value, "%") == shown
+    assert format_value(value, "%") == shown

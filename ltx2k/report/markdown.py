@@ -26,6 +26,8 @@ def format_value(value: float | None, unit: str, digits: int = 3) -> str:
             if abs(value) < scale * 1000 or suffix == "s":
                 return f"{value / scale:.{digits}g} {suffix}"
     if unit == "%":
+        if value != 0 and abs(value) < 0.1:  # the CPU interpreter's shares (~1e-4 %) are not 0
+            return f"{value:.2g}%"
         return f"{value:.{max(digits - 2, 1)}f}%"
     if unit == "allocations" or float(value).is_integer():
         return f"{value:g}"
