@@ -11,6 +11,7 @@ asv continuous fails) or fixed ("*", better), regress gives the same one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
@@ -130,3 +131,26 @@ def test_a_failure_fixed_is_an_improvement_as_in_asv_compare(conf, tmp_path):
     both = [c for row, m, c in report.cells("insufficient") if "per_head" in _asv_name(row)]
     assert any(c.why == "failed at head" for c in both)
     assert rc == 0 and report.status == "ok"
+
+
+def test_the_first_screen_shows_a_failure_at_head_as_the_regression_it_is():
+    """A benchmark that failed at head after a value at base: its first-screen cell carries
+    the report's verdict and says why, with the anchor the status line links to."""
+    from ltx2k.analysis import regress
+    from ltx2k.history.records import load_results
+    from ltx2k.report import firstscreen
+
+    records, problems = load_results(DATA)
+    # The three commits were made in one go (one stored date): order them as made.
+    rank = {_commit(p): i for i, p in enumerate((WHOLE, RAISES, UNBUILT))}
+    records = [dataclasses.replace(r, date=r.date + rank[r.commit]) for r in records]
+    report = regress.compare(records, _commit(UNBUILT), baseline=_commit(WHOLE), problems=problems)
+    flagged = {(row.benchmark, row.params) for row, m, c in report.cells("regression")}
+    (view,) = firstscreen.build_views(records, report, [MACHINE])
+    shown = [c for t in view.tables for _, cells in t.rows for c in cells if c.flag == "regression"]
+    assert shown
+    for c in shown:
+        assert c.value is None and c.title.startswith("failed at head"), c
+        assert c.cell_id and any(
+            c.cell_id == firstscreen.anchor("fs", MACHINE, *k) for k in flagged
+        )

@@ -297,6 +297,15 @@ def _screen_cell(
                           None, "")  # fmt: skip
     hist = tuple(display(mine[c].value, mine[c].unit) if c in mine else None for c in window)
     if rec is None:
+        # No value at head. A benchmark that failed there after a value is the report's
+        # regression: the cell shows that verdict and why, not a neutral "n/a".
+        seen = next(iter(mine.values()), None)
+        row = rows_by_key.get((seen.benchmark, _params_key(seen.params))) if seen else None
+        cell = row.cells.get(machine) if row is not None else None
+        if cell is not None and cell.flag in (plots.FLAG_REGRESSION, plots.FLAG_IMPROVEMENT):
+            return ScreenCell(col, None, cell.flag, None, hist, cell.why or cell.flag, None,
+                              anchor("fs", machine, seen.benchmark, seen.params),
+                              seen.benchmark)  # fmt: skip
         return ScreenCell(col, None, None, None, hist, "no result at this GPU's latest commit",
                           None, "")  # fmt: skip
     row = rows_by_key.get((rec.benchmark, _params_key(rec.params)))
