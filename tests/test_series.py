@@ -10,6 +10,8 @@ import os
 import subprocess
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ltx2k.history import commits
 from ltx2k.history import series as hseries
@@ -272,3 +274,34 @@ def test_a_head_without_a_version_does_not_join_two_older_versions():
     assert [p.status for p in s.points] == [hseries.OTHER_VERSION] * 2 + [hseries.OK] * 3
     assert s.values == [None, None, 20.0, 20.0, 20.0]
     assert hseries.other_version(s) == "c1"
+
+
+@given(
+    st.lists(
+        st.one_of(st.none(), st.tuples(st.sampled_from([None, "v1", "v2", "v3"]), st.booleans())),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_series_and_figures_keep_the_same_runs_of_a_changed_benchmark(runs):
+    """Along one cell's commits (some without a result, some failed, versions changing back
+    and forth or not stored): the regress series and the figures
+    (:func:`ltx2k.report.plots.current_version`) leave out exactly the same runs, so a
+    dashboard line and a verdict are always of one code."""
+    from dataclasses import replace
+
+    from ltx2k.report.plots import current_version
+
+    commits = [f"c{i:02d}" for i in range(len(runs))]
+    records = [
+        replace(rec(c, 1.0 + i if ok else None), bench_version=v, date=i)
+        for i, (c, run) in enumerate(zip(commits, runs, strict=True))
+        if run is not None
+        for v, ok in [run]
+    ]
+    s = hseries.build(hseries.index_records(records), "h200", commits, KEY)
+    left_out = {p.commit for p in s.points if p.status == hseries.OTHER_VERSION}
+    drawn = {r.commit for r in current_version(records)}
+    assert left_out == {r.commit for r in records} - drawn
+    kept = {r.bench_version for r in records if r.commit in drawn} - {None}
+    assert len(kept) <= 1
