@@ -858,3 +858,16 @@ def test_an_output_to_a_device_is_written_through_not_replaced(hist, tmp_path):
     assert run_cli(*_regress_args(hist), "--json", out, "--markdown", "/dev/null") == 2
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     assert json.loads(out.read_text())["status"] == "regression"
+
+
+def test_an_output_behind_a_link_replaces_the_links_target(hist, tmp_path):
+    """``--json latest.json`` where latest.json links to a file elsewhere: the report goes
+    to the target, and the link stays a link."""
+    target = tmp_path / "reports" / "r.json"
+    target.parent.mkdir()
+    target.write_text("{}")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    assert run_cli(*_regress_args(hist), "--json", link) == 2
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert json.loads(target.read_text())["status"] == "regression"

@@ -88,8 +88,9 @@ def write_whole(path, text: str) -> None:
     of it: the old file stays whole until the new one is (:func:`atomic_write`). A path
     that exists and is not a regular file (``/dev/stdout``, a pipe, ``/dev/null``) is
     written directly: there is no file to replace, and renaming onto it would replace the
-    device itself."""
-    p = Path(os.fspath(path))
+    device itself. A symbolic link keeps pointing where it did."""
+    # A link's target is the file to replace: renaming onto the link would unlink it.
+    p = Path(os.path.realpath(os.fspath(path)))
     if p.exists() and not p.is_file():
         with open(p, "w", encoding="utf-8") as f:
             f.write(text)
