@@ -280,7 +280,7 @@ def test_cos_sin_views_and_batch_broadcast(variant):
     check_exact((q, k, qw, kw, *padded, k_cos_b, k_sin_b), variant)
 
 
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.filterwarnings("error:divide by zero:RuntimeWarning")
 @pytest.mark.parametrize("Sq, Sk", [(0, 3), (3, 0), (0, 0)])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_empty_q_or_k(variant, Sq, Sk, poison, record_launch):
@@ -741,8 +741,8 @@ def test_vmap_folds_or_loops(in_dims, shared, launches, record_launch):
     assert len(recorder.launches) == launches
 
 
-# "row" runs an empty operand's half with S = 0: masked off, after a division by zero
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+# "row" runs the empty operand's half too, masked off, with S = 1: no division by zero
+@pytest.mark.filterwarnings("error:divide by zero:RuntimeWarning")
 @pytest.mark.parametrize("B, Sq, Sk, n", [(2, 0, 3, 2), (0, 3, 3, 2), (2, 3, 4, 0)])
 @pytest.mark.parametrize("weight_dim", [None, 0])  # folds into B; a weight per sample
 def test_vmap_of_empty_inputs(B, Sq, Sk, n, weight_dim):

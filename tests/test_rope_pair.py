@@ -216,8 +216,8 @@ def test_cos_sin_views_and_batch_broadcast(variant):
     check_exact((q, k, *padded, k_cos_b, k_sin_b), variant)
 
 
-# "row" runs the empty operand's half with S = 0: masked off, after a division by zero
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+# "row" runs the empty operand's half too, masked off, with S = 1: no division by zero
+@pytest.mark.filterwarnings("error:divide by zero:RuntimeWarning")
 @pytest.mark.parametrize("Sq, Sk", [(0, 3), (3, 0), (0, 0)])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_empty_q_or_k(variant, Sq, Sk, poison, record_launch):
@@ -581,8 +581,8 @@ def test_vmap_folds_into_batch(in_dims, shared, record_launch):
     assert len(recorder.launches) == 1  # one launch for the whole batch
 
 
-# "row" runs an empty operand's half with S = 0: masked off, after a division by zero
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+# "row" runs the empty operand's half too, masked off, with S = 1: no division by zero
+@pytest.mark.filterwarnings("error:divide by zero:RuntimeWarning")
 @pytest.mark.parametrize("B, Sq, Sk, n", [(2, 0, 3, 2), (2, 0, 0, 2), (0, 3, 3, 2), (2, 3, 4, 0)])
 def test_vmap_of_empty_inputs(B, Sq, Sk, n):
     """Zero tokens or zero samples under vmap give the reference's empty outputs (the rule

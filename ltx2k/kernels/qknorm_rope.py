@@ -414,8 +414,10 @@ def _launch_python(q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, eps, al
     block_heads, block_half = triton.next_power_of_2(H), triton.next_power_of_2(half)
     grid = (cfg.q_programs + cfg.k_programs,)
     tensors = (q, k, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_out, k_out)
+    # A side with no tokens is masked off in every program ("row" still runs its
+    # index arithmetic): S = 1 there keeps that arithmetic free of a division by zero.
     scalars = (
-        Sq, Sk, H, half, q_tokens, k_tokens, cfg.q_programs,
+        max(Sq, 1), max(Sk, 1), H, half, q_tokens, k_tokens, cfg.q_programs,
         *q_cos.stride()[:3], *q_sin.stride()[:3], *k_cos.stride()[:3], *k_sin.stride()[:3],
     )  # fmt: skip
     constexprs = (

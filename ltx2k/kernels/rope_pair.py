@@ -307,8 +307,10 @@ def _launch_python(q, k, q_cos, q_sin, k_cos, k_sin, algo: str, path: str):
     half = D // 2
     grid = (cfg.q_programs + cfg.k_programs, cfg.head_blocks)
     tensors = (q, k, q_cos, q_sin, k_cos, k_sin, q_out, k_out)
+    # A side with no tokens is masked off in every program ("row" still runs its
+    # index arithmetic): S = 1 there keeps that arithmetic free of a division by zero.
     scalars = (
-        Sq, Sk, H, half, q_tokens, k_tokens, cfg.q_programs,
+        max(Sq, 1), max(Sk, 1), H, half, q_tokens, k_tokens, cfg.q_programs,
         *q_cos.stride()[:3], *q_sin.stride()[:3], *k_cos.stride()[:3], *k_sin.stride()[:3],
     )  # fmt: skip
     constexprs = (
