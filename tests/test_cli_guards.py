@@ -348,6 +348,24 @@ def test_interference_writes_nowhere_inside_a_condition_and_compares_distinct_ru
     assert not (tmp_path / "out").exists()
 
 
+def test_regress_refuses_a_baseline_that_looks_like_a_typo(capsys, hist):
+    """A short sha no result starts with, or a commit --repo does not know, is refused
+    for --baseline as it is for --head: "not enough data" (exit 3, which the PR gate
+    passes) would hide the typo behind a green check."""
+    root, repo, _ = hist
+    base = ["regress", "--results", root / "results", "--head", repo.commits[4]]
+    for baseline, extra in (
+        ("deadbeef", []),
+        ("deadbeef", ["--repo", repo.path]),
+        ("0" * 40, ["--repo", repo.path]),
+    ):
+        rc, _, err = _cli(capsys, *base, "--baseline", baseline, *extra)
+        assert rc == 1 and f"--baseline '{baseline}'" in err and "Traceback" not in err, err
+    # A full sha not measured yet is no typo: not enough data, as for --head.
+    rc, _, err = _cli(capsys, *base, "--baseline", "0" * 40)
+    assert rc == 3, err
+
+
 def test_regress_refuses_head_as_its_own_baseline_and_notes_a_swapped_pair(capsys, tmp_path, hist):
     root, repo, _ = hist
     head, older = repo.commits[4], repo.commits[1]

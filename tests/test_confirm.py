@@ -185,6 +185,14 @@ def test_report_cells_without_a_step_are_skipped_with_a_note(tmp_path, repo):
         (json.dumps({"rows": [_row(cells={MACHINE: {"flag": "regression", "ratio": 10**400,
             "step": _step("0" * 40, "1" * 40, [])}})]}), "not valid JSON (an integer of 401"),
         ("[" * 100_000, "--report {path}: not valid JSON (JSON nested more than"),
+        # A row's cells that are not an object were an AttributeError traceback; a cell
+        # of this machine that is not one was skipped, a flag it may hold unconfirmed.
+        (json.dumps({"rows": [{"benchmark": BENCH, "cells": [MACHINE]}]}),
+         "rows[0]: 'cells' is not an object"),
+        (json.dumps({"rows": [{"benchmark": BENCH, "cells": "regression"}]}),
+         "rows[0]: 'cells' is not an object"),
+        (json.dumps({"rows": [{"benchmark": BENCH, "cells": {MACHINE: ["regression"]}}]}),
+         f"rows[0]: cells['{MACHINE}'] is not an object"),
     ],
 )  # fmt: skip
 def test_report_errors_name_the_flag_and_the_file(tmp_path, content, message):

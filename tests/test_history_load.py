@@ -12,6 +12,7 @@ import pytest
 from asv.results import Results
 
 from ltx2k.history.records import Problem, Record, load_results
+from ltx2k.history.window import Window
 from ltx2k.workload import shapes, variants
 from tools.synthetic_history import generate_history, suite
 
@@ -217,6 +218,37 @@ def test_result_filed_under_the_wrong_machine(hist):
         ("machine-mismatch", "a100-sxm4-80gb", str(target))
     ]
     assert sum(r.machine == "a100-sxm4-80gb" for r in records) == clean_a100
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_result_measured_on_another_gpu_than_its_machine_json_names(hist, windowed):
+    """Two runners with different GPUs under one machine name (LTX2K_MACHINE): a result
+    file of the other GPU is not mixed into this GPU's history, where every cell of it
+    read as a step. It is a "machine-mismatch", and a window counts its commit as not
+    measured, as the full load does. A GPU name spelled otherwise is the same GPU."""
+    _, results = hist
+    by_date = sorted(result_files(results, "h200"), key=lambda p: json.loads(p.read_text())["date"])
+    respelled, stray, newest = by_date
+    _edit(stray, lambda d: d["params"].__setitem__("gpu", "NVIDIA A100-SXM4-80GB"))
+    _edit(respelled, lambda d: d["params"].__setitem__("gpu", "nvidia  h200"))
+    other = json.loads(stray.read_text())["commit_hash"]
+    head = json.loads(newest.read_text())["commit_hash"]
+    select = Window(head, last=5) if windowed else None
+    records, problems = load_results(results, select=select)
+    bad = only_injected_failure(problems)
+    assert [(p.kind, p.machine, p.path) for p in bad] == [("machine-mismatch", "h200", str(stray))]
+    assert "NVIDIA A100-SXM4-80GB" in bad[0].message and "NVIDIA H200" in bad[0].message
+    h200 = [r for r in records if r.machine == "h200"]
+    assert {r.commit for r in h200} == {head, json.loads(respelled.read_text())["commit_hash"]}
+    if windowed:
+        assert other not in {c for m, c in select(_index(results)) if m == "h200"}
+
+
+def _index(results: Path) -> dict:
+    """The FileIndex load_results hands a select: (machine, commit) -> (date, envs)."""
+    seen: dict = {}
+    load_results(results, select=lambda index: seen.update(index) or set())
+    return seen
 
 
 def _edit(path: Path, fn) -> None:

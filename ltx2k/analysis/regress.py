@@ -125,10 +125,13 @@ def problem_notices(problems: Iterable[Problem], *, in_report: bool = True) -> l
     return lines
 
 
-def check_head(records: Iterable[Record | str], head: str, results_dir, repo=None) -> None:
+def check_head(
+    records: Iterable[Record | str], head: str, results_dir, repo=None, flag: str = "--head"
+) -> None:
     """ValueError when *head* is a short ref that no result starts with and no repo resolves.
 
     *records*: the results, or the commits they are of (a :class:`Window`'s ``commits``).
+    *flag* names the ref in the message: ``--baseline`` is held to the same rule.
 
     A full sha with no results is a commit not measured yet (the report says
     "not enough data", exit 3); anything shorter cannot be told from a typo.
@@ -138,7 +141,7 @@ def check_head(records: Iterable[Record | str], head: str, results_dir, repo=Non
     known = any(c.startswith(head.strip().lower()) for c in records)
     if repo is None and records and not known and len(head.strip()) != 40:
         raise ValueError(
-            f"--head {head!r}: no result in --results {os.fspath(results_dir)!r} is of that "
+            f"{flag} {head!r}: no result in --results {os.fspath(results_dir)!r} is of that "
             "commit; pass the full sha, or --repo PATH for a branch name"
         )
     # With a repository, git knows every commit: one it does not know is a typo or a
@@ -151,7 +154,7 @@ def check_head(records: Iterable[Record | str], head: str, results_dir, repo=Non
         is None
     ):
         raise ValueError(
-            f"--head {head!r} is not a commit or branch in --repo {os.fspath(repo)!r}, and "
+            f"{flag} {head!r} is not a commit or branch in --repo {os.fspath(repo)!r}, and "
             f"no result in --results {os.fspath(results_dir)!r} is of it"
         )
 
@@ -192,7 +195,12 @@ def triage(
         records, problems = load_results(results_dir)
     for line in problem_notices(problems):
         print(f"ltx2k regress: {line}", file=log)
-    check_head(window.commits if window is not None else records, head, results_dir, repo)
+    known = window.commits if window is not None else records
+    check_head(known, head, results_dir, repo)
+    if baseline is not None:
+        # A mistyped baseline would otherwise be "not enough data" (exit 3), which a PR
+        # gate passes.
+        check_head(known, baseline, results_dir, repo, flag="--baseline")
     return compare(
         records,
         head,

@@ -122,10 +122,16 @@ def read_report(path, machine: str) -> tuple[list[Target], list[Skipped]]:
     skipped: list[Skipped] = []
     flagged_without_key = 0
     for i, row in enumerate(rows):
-        cell = (row.get("cells") or {}).get(machine) if isinstance(row, dict) else None
-        if not isinstance(cell, dict) or cell.get("flag") != "regression":
-            continue
         what = f"{where}: rows[{i}]"
+        cells = (row.get("cells") or {}) if isinstance(row, dict) else {}
+        if not isinstance(cells, dict):
+            raise ValueError(f"{what}: 'cells' is not an object")
+        cell = cells.get(machine)
+        if cell is not None and not isinstance(cell, dict):
+            # skipped, a regression it may flag would go unconfirmed without a word
+            raise ValueError(f"{what}: cells[{machine!r}] is not an object")
+        if cell is None or cell.get("flag") != "regression":
+            continue
         bench = row.get("benchmark")
         if not isinstance(bench, str) or not bench:
             raise ValueError(f"{what}: no 'benchmark' name")

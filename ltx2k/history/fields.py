@@ -61,6 +61,24 @@ def bad_file_fields(res) -> str | None:
     return None
 
 
+def other_gpu(params, machine_gpu) -> str | None:
+    """The GPU a result file's *params* name where it is not *machine_gpu*, the one its
+    machine's machine.json names (None: the same GPU, or either does not say).
+
+    The machine name is a slug of the GPU model unless LTX2K_MACHINE sets it: two runners
+    with different GPUs under one name write into one directory, and their values in one
+    series are a step at every change of runner. Case, spaces and punctuation are not
+    compared (the slug does not keep them either)."""
+    gpu = params.get("gpu") if isinstance(params, Mapping) else None
+    if not isinstance(gpu, str) or not isinstance(machine_gpu, str):
+        return None
+    return None if _gpu_key(gpu) == _gpu_key(machine_gpu) else gpu
+
+
+def _gpu_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", name.lower())
+
+
 def bad_machine_fields(data: dict) -> str | None:
     """Why machine.json cannot go to asv's pages, whose machine tooltip is HTML built
     from its keys and values."""
@@ -196,6 +214,11 @@ def rows_of(res, name: str, meta: dict):
         # Without benchmarks.json asv itself cannot name parameters either.
         names = [f"param{i + 1}" for i in range(len(bparams))]
     combos = list(itertools.product(*bparams))
+    if len(set(map(repr, combos))) != len(combos):
+        # Two values for one cell: records keyed by their parameters would keep either.
+        seen: set[str] = set()
+        twice = next(c for c in combos if repr(c) in seen or seen.add(repr(c)))
+        raise BadField("params", f"holds the combination {twice!r} more than once")
     # The raw stored list (asv's accessors zip it against the parameter
     # product and would silently truncate a malformed row).
     raw = asv_compat.result_raw_values(res, name)

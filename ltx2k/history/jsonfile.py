@@ -60,12 +60,15 @@ def read_asv_file(path: Path, what: str, version: int) -> dict:
     return data
 
 
-def peek(path: Path, machine: str | None = None) -> tuple[str, int, str] | None:
+def peek(
+    path: Path, machine: str | None = None, gpu: str | None = None
+) -> tuple[str, int, str] | None:
     """(commit, date, env name) of a result file, or None where any of them is unusable
     or the file cannot give results: another format version, no benchmark results (a run
     killed before its first benchmark finished), or measured on another *machine* than
-    the directory it sits in. A window counts a commit as measured only by files that
-    load, as the full load counts them."""
+    the directory it sits in, or on another GPU than *gpu*, the one its machine.json
+    names. A window counts a commit as measured only by files that load, as the full
+    load counts them."""
     try:
         data = parse_json(_read_bytes(path).decode("utf-8"))
     except Exception:  # any reason: the full load reports it
@@ -76,6 +79,8 @@ def peek(path: Path, machine: str | None = None) -> tuple[str, int, str] | None:
     if not isinstance(results, dict) or not results:
         return None
     if machine is not None and (not isinstance(params, dict) or params.get("machine") != machine):
+        return None
+    if fields.other_gpu(params, gpu) is not None:
         return None
     commit, date, env = data.get("commit_hash"), data.get("date"), data.get("env_name")
     if not isinstance(commit, str) or not fields.COMMIT_HASH.fullmatch(commit):

@@ -110,7 +110,8 @@ class Problem:
     :mod:`ltx2k.history.names`), ``"bad-machine-name"``, ``"wrong-version"`` (an asv
     file format this asv does not read), ``"missing-machine-json"``,
     ``"bad-machine-json"``, ``"machine-mismatch"`` (a file filed under another
-    machine's directory), ``"empty-machine"`` (a machine directory with no
+    machine's directory, or measured on another GPU than its machine.json names),
+    ``"empty-machine"`` (a machine directory with no
     result files), ``"no-usable-results"`` (a machine whose every file is
     broken), ``"no-results"`` (a result file of a run stopped before its first
     benchmark finished), ``"commit-mismatch"`` (a result file whose name and
@@ -187,10 +188,19 @@ def load_results(
             )
             continue
         machine_dirs.append(machine_dir)
+    # Read before the window is chosen (a file of another GPU is no measurement of this
+    # machine); its problems are filed in _load_machine, in the order they always were.
+    infos = {}
+    for d in machine_dirs:
+        sink: list[Problem] = []
+        infos[d.name] = (_load_machine_json(d, sink), sink)
     keep = None
     if select is not None:
         peeked = {
-            d.name: {p: jsonfile.peek(p, d.name) for p in _result_files(d)} for d in machine_dirs
+            d.name: {
+                p: jsonfile.peek(p, d.name, infos[d.name][0].get("gpu")) for p in _result_files(d)
+            }
+            for d in machine_dirs
         }
         index: dict[tuple[str, str], tuple[int, frozenset]] = {}
         for machine, files in peeked.items():
@@ -212,7 +222,9 @@ def load_results(
                 if p not in keep:
                     _check_commit_name(p, machine, head[0], problems)
     for machine_dir in machine_dirs:
-        records.extend(_load_machine(machine_dir, benchmarks, problems, unknown, keep))
+        info, info_problems = infos[machine_dir.name]
+        problems.extend(info_problems)
+        records.extend(_load_machine(machine_dir, info, benchmarks, problems, unknown, keep))
     for name, path in sorted(unknown.items()):
         problems.append(
             Problem(
@@ -402,14 +414,15 @@ def _result_files(machine_dir: Path) -> list[Path]:
 
 def _load_machine(
     machine_dir: Path,
+    info: Mapping,
     benchmarks: dict,
     problems: list[Problem],
     unknown: dict[str, str],
     keep: set[Path] | None = None,
 ) -> list[Record]:
-    """The records of one machine's result files (of those in *keep*, when given)."""
+    """The records of one machine's result files (of those in *keep*, when given);
+    *info* is its machine.json (:func:`_load_machine_json`)."""
     name = machine_dir.name
-    info = _load_machine_json(machine_dir, problems)
     files = _result_files(machine_dir)
     if not files:
         problems.append(
@@ -455,6 +468,21 @@ def _load_machine(
                     f"Result file {path} says it was measured on {file_machine!r} but sits "
                     f"in the directory of {name!r}; it is ignored rather than credited "
                     "to the wrong GPU.",
+                )
+            )
+            continue
+        gpu = fields.other_gpu(res.params, info.get("gpu"))
+        if gpu is not None:
+            problems.append(
+                Problem(
+                    str(path),
+                    name,
+                    "machine-mismatch",
+                    f"Result file {path} was measured on GPU {gpu[:80]!r}, but the "
+                    f"machine.json of {name!r} names GPU {str(info.get('gpu'))[:80]!r}: two "
+                    "runners with different GPUs share one machine name (LTX2K_MACHINE). "
+                    "It is ignored rather than mixed into another GPU's history; give each "
+                    "GPU its own machine name.",
                 )
             )
             continue
