@@ -108,6 +108,52 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> _PoisonTorch:
     return fake
 
 
+class _GuardedTorch(_PoisonTorch):
+    """As :class:`_PoisonTorch`, each output a view into the middle of a larger NaN-filled
+    buffer: :meth:`check` asserts the guard bands on either side are still NaN. A store past
+    an output's end (a mask off by one, a missing mask) then fails a test instead of
+    overwriting the heap, which the interpreter's unchecked stores do: a crash much later,
+    or none at all."""
+
+    GUARD = 4096  # elements on each side: more than any tile of the tests' shapes
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffers: list[tuple[torch.Tensor, int]] = []
+
+    def empty(self, *args, **kwargs) -> torch.Tensor:
+        t = torch.empty(*args, **kwargs)
+        if not t.is_floating_point():
+            return t
+        self.calls += 1
+        g = self.GUARD
+        buf = torch.full((t.numel() + 2 * g,), math.nan, dtype=t.dtype, device=t.device)
+        self.buffers.append((buf, t.numel()))
+        return buf[g : g + t.numel()].view(t.shape)
+
+    def empty_like(self, t: torch.Tensor, **kwargs) -> torch.Tensor:
+        return self.empty(t.shape, dtype=kwargs.get("dtype", t.dtype), device=t.device)
+
+    def check(self) -> None:
+        g = self.GUARD
+        for i, (buf, n) in enumerate(self.buffers):
+            outside = torch.cat([buf[:g], buf[g + n :]])
+            written = int((~outside.isnan()).sum())
+            assert written == 0, f"output {i}: {written} stores outside it (guard band written)"
+
+
+@pytest.fixture
+def guarded(monkeypatch: pytest.MonkeyPatch) -> _GuardedTorch:
+    """Every output the kernel launchers allocate (split RoPE's backward's too) NaN-filled
+    inside NaN guard bands; ``.check()`` after a call asserts nothing was stored outside."""
+    import importlib
+
+    fake = _GuardedTorch()
+    for module in [*_kernel_modules(), importlib.import_module("ltx2k.kernels.rope_backward")]:
+        monkeypatch.setattr(module, "torch", fake)
+    return fake
+
+
 class LaunchRecorder:
     """Replaces a ``@triton.jit`` kernel: records each launch, optionally mutates it, delegates.
 

@@ -18,6 +18,7 @@ import ltx2k
 from ltx2k import runtime
 from ltx2k.kernels import _native, adaln, ops, rope
 from ltx2k.workload import cases, reference, shapes
+from tests.test_rope import padded_token_major
 
 DEVICE = runtime.device()
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -108,6 +109,32 @@ def test_rope_backward_kernel_is_exact_on_random_inputs(shape):
     both_nan = got.isnan() & want.isnan()
     assert both_nan.any()
     assert torch.equal(got.view(torch.int16)[~both_nan], want.view(torch.int16)[~both_nan])
+
+
+def test_rope_backward_reads_cos_and_sin_through_their_own_strides():
+    """The backward kernel with sin in a layout unlike cos's (tests/test_rope.py's
+    padded_token_major), and the reverse: each must be read through its own strides, which
+    every other test gives both alike. Exact inputs: eager autograd's bits on the CPU too."""
+    shape = shapes.RopeShape(2, 3, 5, 12)
+    x, cos, sin = cases.rope_inputs(shape, DEVICE, 21, exact=True, transposed=False)
+    g = cases.rope_inputs(shape, DEVICE, 22, exact=True)[0]
+    for c, s in ((cos, padded_token_major(sin)), (padded_token_major(cos), sin)):
+        xr = x.detach().clone().requires_grad_()
+        (want,) = torch.autograd.grad(reference.split_rotary_reference(xr, c, s), xr, g)
+        assert _equal(torch.ops.ltx2k.split_rope_backward(g, c, s), want)
+
+
+def test_rope_backward_stores_stay_inside_the_output(guarded):
+    """The backward kernel's masks (17 heads: a partial second block of 16; half dim 6
+    under 8): nothing is stored outside its output."""
+    shape = shapes.RopeShape(1, 2, 17, 12)
+    x, cos, sin = _rope(shape, seed=26)
+    g = _rope(shape, seed=27)[0]
+    xr = x.detach().clone().requires_grad_()
+    (want,) = torch.autograd.grad(reference.split_rotary_reference(xr, cos, sin), xr, g)
+    assert _equal(torch.ops.ltx2k.split_rope_backward(g, cos, sin), want)
+    assert guarded.calls == 1
+    guarded.check()
 
 
 @pytest.mark.parametrize("shape", ADA_SHAPES, ids=lambda s: s.label)

@@ -29,7 +29,7 @@ from torch.library import opcheck
 from ltx2k import runtime
 from ltx2k.kernels import qknorm_rope, rope_pair
 from ltx2k.workload import cases, reference, shapes
-from tests.test_rope import assert_bitexact, bf16_ulp
+from tests.test_rope import assert_bitexact, bf16_ulp, padded_token_major
 from tests.test_rope_pair import bad_operand_cases, case_id
 
 DEVICE = runtime.device()
@@ -226,6 +226,16 @@ def test_the_shapes_reach_every_branch_of_tiled():
     assert {s.weight_dtype for s in SHAPES} == {"bf16", "fp32"}
 
 
+@pytest.mark.parametrize(
+    "H, D, warps", [(32, 128, 4), (16, 256, 4), (64, 128, 4), (32, 64, 8), (31, 128, 8)]
+)
+def test_row_takes_upstreams_warps(H, D, warps):
+    """The "row" algorithm is sglang's launch as written upstream: 4 warps at a hidden size
+    H*D of 4096 and over, else 8 (the module docstring)."""
+    for tokens in (1, 6144):
+        assert qknorm_rope._row(H, D, tokens, tokens, 132, True).num_warps == warps
+
+
 # --- correctness ------------------------------------------------------------------------
 
 
@@ -278,6 +288,76 @@ def test_cos_sin_views_and_batch_broadcast(variant):
     k_cos_b, k_sin_b = (t[:1].expand(B, -1, -1, -1) for t in (k_cos, k_sin))
     assert not padded[0].is_contiguous() and k_cos_b.stride(0) == 0
     check_exact((q, k, qw, kw, *padded, k_cos_b, k_sin_b), variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cos_and_sin_read_through_their_own_strides(variant, poison):
+    """Each sin in a layout unlike its cos (tests/test_rope.py's padded_token_major), and
+    the reverse, with separate angles (Sq != Sk) and shared ones: a kernel or launcher that
+    reads one through the other's strides reads other angles or padding."""
+    q, k, qw, kw, q_cos, q_sin, k_cos, k_sin = norm_inputs(
+        Shape(2, 5, 3, 5, 12, HEAD_MAJOR), seed=15
+    )
+    odd = padded_token_major
+    check_exact((q, k, qw, kw, q_cos, odd(q_sin), k_cos, odd(k_sin)), variant)
+    check_exact((q, k, qw, kw, odd(q_cos), q_sin, odd(k_cos), k_sin), variant)
+    shared = Shape(2, 8, 8, 5, 12, HEAD_MAJOR, shared=True)
+    q, k, qw, kw, cos, sin, _, _ = norm_inputs(shared, seed=16)
+    odd_sin = odd(sin)
+    check_exact((q, k, qw, kw, cos, odd_sin, cos, odd_sin), variant)
+    assert poison.calls == 6
+
+
+@pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[5], WIDE_TILES[0]], ids=label)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stores_stay_inside_the_outputs(variant, shape, guarded):
+    """As tests/test_rope_pair.py's: partial head blocks and half dims, partial last tiles;
+    nothing is stored outside either output."""
+    check_exact(norm_inputs(shape, seed=24), variant)
+    assert guarded.calls == 2
+    guarded.check()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["separate", "shared"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sum_of_squares_in_the_reference_order(variant, shared, poison):
+    """The norm's sum is the reference's pairwise tree over adjacent elements, not another
+    order. One head of D = 8: the sums of squares s = x1**2 + x2**2 are, in fp32,
+    [2**26 + 16, 2**26, 2**-3, 2**2 + 2**-4]. The reference's
+    (s0 + s1) + (s2 + s3) absorbs the small ones: 2**27 + 16, so rstd is 2**-12 and every
+    normalized value x * 2**-12 * w is exact. Pairing s0 with s2 and s1 with s3 (a tree over
+    halves) gives 2**27 + 32, an rstd one fp32 ulp smaller, and normalized values just under
+    the exact ones: one bf16 ulp smaller under the interpreter's truncation. (A GPU rounds
+    them back up, so there only the random-input GPU tests tell the orders apart.) sin = 0
+    and cos = ±1, so each output is ± a normalized value, exactly."""
+    B, Sq, H, D = 1, 3, 1, 8
+    Sk = Sq if shared else 2
+    gen = torch.Generator().manual_seed(19)
+    exponents = torch.tensor([2, 13, -2, -2, 13, -3, -2, 1])  # x1 then x2 of the head
+
+    def tokens(S):
+        sign = torch.randint(0, 2, (B, S, D), generator=gen) * 2 - 1
+        return (sign * torch.exp2(exponents.float())).to(DEVICE, torch.bfloat16)
+
+    def angles(S):
+        cos = torch.randint(0, 2, (B, H, S, D // 2), generator=gen) * 2.0 - 1
+        cos = cos.to(DEVICE, torch.bfloat16)
+        return cos, torch.zeros_like(cos)
+
+    values = torch.tensor([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0])
+    qw, kw = (values[torch.randint(0, 6, (D,), generator=gen)].to(DEVICE) for _ in range(2))
+    q, k = tokens(Sq), tokens(Sk)
+    q_cos, q_sin = angles(Sq)
+    k_cos, k_sin = (q_cos, q_sin) if shared else angles(Sk)
+    args = (q, k, qw.to(torch.bfloat16), kw.to(torch.bfloat16), q_cos, q_sin, k_cos, k_sin)
+    # the premise: the reference's order and the other one differ, and the former is exact
+    s = torch.exp2(exponents[:4].float() * 2) + torch.exp2(exponents[4:].float() * 2)
+    assert float((s[0] + s[2]) + (s[1] + s[3])) == 2**27 + 32
+    assert reference.sum_of_squares_reference(q, H).eq(2**27 + 16).all()
+    y = reference.rms_norm_reference(q, args[2], EPS, H)
+    assert torch.equal(y.double(), q.double() * 2**-12 * qw.double())
+    check_exact(args, variant)
+    assert poison.calls == 2
 
 
 @pytest.mark.filterwarnings("error:divide by zero:RuntimeWarning")

@@ -171,6 +171,46 @@ def test_batch_broadcast_cos_sin(variant):
     check_exact(x, cos_b, sin_b, variant)
 
 
+@pytest.mark.parametrize(
+    "shape", [(1, 3, 3, 12), (1, 2, 17, 96), (2, 8, 5, 64), (1, 16, 33, 16)], ids=shape_id
+)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stores_stay_inside_the_output(variant, shape, guarded):
+    """The masks of a partial head block, of a half dim under its power of two, and of
+    several tokens a program: nothing is stored outside the output. A store into the next
+    token's rows is rewritten by that token's own program; past the last token only the
+    guard band shows it."""
+    check_exact(*rope_inputs(*shape, seed=23, exact=True), variant)
+    assert guarded.calls == 1
+    guarded.check()
+
+
+def padded_token_major(t: torch.Tensor) -> torch.Tensor:
+    """The values of a ``[B, H, S, D/2]`` tensor as a view into a padded ``[B, S+1, H+2, D]``
+    buffer (99 in the padding): its batch, head and position strides all differ from a
+    contiguous tensor's (for S > 2), so reading it through another tensor's strides reads
+    other angles or padding."""
+    B, H, S, half = t.shape
+    buf = torch.full((B, S + 1, H + 2, 2 * half), 99.0, dtype=t.dtype, device=t.device)
+    view = buf.transpose(1, 2)[:, 1 : H + 1, :S, :half]
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cos_and_sin_read_through_their_own_strides(variant, poison):
+    """cos and sin in different layouts. Every other test gives them one layout, where a
+    kernel or launcher that reads sin through cos's strides (or the reverse) is right by
+    accident. 16 tokens: "tiled" takes two a program (its multi-token branch)."""
+    B, S, H, D = 2, 8, 5, 12
+    x, cos, sin = rope_inputs(B, S, H, D, seed=14, exact=True)  # head-major, contiguous
+    odd_sin = padded_token_major(sin)
+    assert all(a != b for a, b in zip(cos.stride()[:3], odd_sin.stride()[:3], strict=True))
+    check_exact(x, cos, odd_sin, variant)
+    check_exact(x, padded_token_major(cos), sin, variant)
+    assert poison.calls == 2
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_contiguous_x_with_odd_stride_in_size1_dim(variant, poison):
     """x is "contiguous" whatever the stride of a size-1 dim: PyTorch ignores it.
@@ -256,6 +296,8 @@ TILED_CONFIG = {
     (16, 128, 4096): (16, 1, 16, 2),
     (32, 128, 1024): (16, 2, 8, 1),
     (32, 64, 100): (16, 2, 8, 1),
+    # exactly MIN_PROGRAMS_PER_SM programs per SM: tiled, not the decode fallback
+    (32, 128, 1056): (32, 1, 16, 1),
     (32, 256, 8192): (16, 2, 16, 1),
 }
 

@@ -20,7 +20,7 @@ from torch.library import opcheck
 from ltx2k import runtime
 from ltx2k.kernels import rope_pair
 from ltx2k.workload import cases, reference, shapes
-from tests.test_rope import assert_bitexact, bf16_ulp
+from tests.test_rope import assert_bitexact, bf16_ulp, padded_token_major
 
 DEVICE = runtime.device()
 HEAD_MAJOR = "head_major"
@@ -162,6 +162,16 @@ def test_the_shapes_reach_every_branch_of_tiled():
     assert rope_pair._num_sms(torch.device("cpu")) == 1
 
 
+@pytest.mark.parametrize(
+    "H, D, warps", [(32, 128, 4), (16, 256, 4), (64, 128, 4), (32, 64, 8), (31, 128, 8)]
+)
+def test_row_takes_upstreams_warps(H, D, warps):
+    """The "row" algorithm is sglang's launch as written upstream: 4 warps at a hidden size
+    H*D of 4096 and over, else 8 (the module docstring)."""
+    for tokens in (1, 6144):
+        assert rope_pair._row(H, D, tokens, tokens, 132, True).num_warps == warps
+
+
 # --- correctness ------------------------------------------------------------------------
 
 
@@ -214,6 +224,77 @@ def test_cos_sin_views_and_batch_broadcast(variant):
     k_cos_b, k_sin_b = (t[:1].expand(B, -1, -1, -1) for t in (k_cos, k_sin))
     assert not padded[0].is_contiguous() and k_cos_b.stride(0) == 0
     check_exact((q, k, *padded, k_cos_b, k_sin_b), variant)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cos_and_sin_read_through_their_own_strides(variant, poison):
+    """Each sin in a layout unlike its cos (tests/test_rope.py's padded_token_major), and
+    the reverse: a kernel or launcher that reads one through the other's strides reads
+    other angles or padding. Separate angles (Sq != Sk, 16 tokens: two a tile), then shared
+    ones (the shared mode reads them once, through q's strides)."""
+    q, k, q_cos, q_sin, k_cos, k_sin = pair_inputs(Pair(2, 5, 3, 5, 12, HEAD_MAJOR), seed=15)
+    odd = padded_token_major
+    check_exact((q, k, q_cos, odd(q_sin), k_cos, odd(k_sin)), variant)
+    check_exact((q, k, odd(q_cos), q_sin, odd(k_cos), k_sin), variant)
+    q, k, cos, sin, _, _ = pair_inputs(Pair(2, 8, 8, 5, 12, HEAD_MAJOR, shared=True), seed=16)
+    odd_sin = odd(sin)
+    check_exact((q, k, cos, odd_sin, cos, odd_sin), variant)
+    assert poison.calls == 6
+
+
+@pytest.mark.parametrize("variant", TILED_VARIANTS)
+def test_separate_mode_spans_several_head_blocks(variant, poison, record_launch):
+    """Separate angles with more heads than one program holds (17 heads over 5 tokens:
+    split RoPE's blocked tile of 16 heads, two head blocks): q's and k's programs each
+    start at their own block's first head. The shared mode's head blocks are SHAPES[5]."""
+    recorder = record_launch(rope_pair, "_split_rope_pair_kernel")
+    check_exact(pair_inputs(Pair(1, 2, 3, 17, 8, HEAD_MAJOR), seed=20), variant)
+    [(grid, meta)] = recorder.launches
+    assert meta["MODE"] == SEPARATE and grid[1] == 2  # the premise
+    assert poison.calls == 2
+
+
+@pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[5], WIDE_TILES[0]], ids=label)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stores_stay_inside_the_outputs(variant, shape, guarded):
+    """Partial head blocks, half dims under their power of two, the last tile of q and of k
+    partial: nothing is stored outside either output (past the last token, only the guard
+    band shows a store that a mask let through)."""
+    check_exact(pair_inputs(shape, seed=24), variant)
+    assert guarded.calls == 2
+    guarded.check()
+
+
+def _rounding_probe(B: int, S: int, H: int, D: int, seed: int) -> torch.Tensor:
+    """[B, S, H*D] with x1 = ±(1 + 2**-7), x2 = ±(1 + 2**-6) (one random sign a pair)."""
+    gen = torch.Generator().manual_seed(seed)
+    sign = torch.randint(0, 2, (B, S, H, 1, D // 2), generator=gen) * 2 - 1
+    pair = torch.tensor([1 + 2**-7, 1 + 2**-6]).view(2, 1)
+    return (sign * pair).reshape(B, S, H * D).to(DEVICE, torch.bfloat16)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["separate", "shared"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cos_product_rounded_before_sine_term(variant, shared, poison):
+    """tests/test_rope.py's rounding-order check, through the pair's own rotation code:
+    with cos = 1 + 2**-7 and sin = 1, out1 = 0 exactly when x1*cos is rounded to bf16
+    (both rounding modes drop its 2**-14) before x2*sin is subtracted; a kernel that
+    subtracts from the unrounded product (an FMA) returns ±2**-14."""
+    B, Sq, H, D = 2, 3, 5, 12
+    Sk = Sq if shared else 4
+    q, k = _rounding_probe(B, Sq, H, D, seed=17), _rounding_probe(B, Sk, H, D, seed=18)
+
+    def angles(S):
+        cos = torch.full((B, H, S, D // 2), 1 + 2**-7, dtype=torch.bfloat16, device=DEVICE)
+        return cos, torch.ones_like(cos)
+
+    q_cos, q_sin = angles(Sq)
+    k_cos, k_sin = (q_cos, q_sin) if shared else angles(Sk)
+    args = (q, k, q_cos, q_sin, k_cos, k_sin)
+    for out in reference.split_rope_pair_reference(*args):
+        assert (out.reshape(*out.shape[:2], H, 2, D // 2)[..., 0, :] == 0).all()  # the premise
+    check_exact(args, variant)
+    assert poison.calls == 2
 
 
 # "row" runs the empty operand's half too, masked off, with S = 1: no division by zero
