@@ -161,7 +161,7 @@ class NormConfig(NamedTuple):
 
 
 def _row(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: bool):
-    return NormConfig(ROW, 1, max(q_tokens, k_tokens), 0, 4 if H * D >= 4096 else 8)
+    return NormConfig(ROW, 1, max(q_tokens, k_tokens), 0, rope_pair.upstream_row_warps(H * D))
 
 
 def _tiled(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: bool):

@@ -121,12 +121,18 @@ class PairConfig(NamedTuple):
     pdl: bool = False
 
 
+def upstream_row_warps(hidden: int) -> int:
+    """The warps sglang launches its one-program-per-token-row prologue kernels with
+    (the pair's and the fused prologue's ``"row"``): 4 at a hidden size of 4096 and over,
+    else 8."""
+    return 4 if hidden >= 4096 else 8
+
+
 def _row(H: int, D: int, q_tokens: int, k_tokens: int, num_sms: int, shared: bool):
-    # One program per row of both; upstream's warps: 4 at hidden >= 4096, else 8.
-    hidden = H * D
+    # One program per row of both.
     return PairConfig(
         ROW, triton.next_power_of_2(H), 1, 1, max(q_tokens, k_tokens), 0,
-        4 if hidden >= 4096 else 8,
+        upstream_row_warps(H * D),
     )  # fmt: skip
 
 
