@@ -214,11 +214,12 @@ def rows_of(res, name: str, meta: dict):
         # Without benchmarks.json asv itself cannot name parameters either.
         names = [f"param{i + 1}" for i in range(len(bparams))]
     combos = list(itertools.product(*bparams))
-    if len(set(map(repr, combos))) != len(combos):
-        # Two values for one cell: records keyed by their parameters would keep either.
-        seen: set[str] = set()
-        twice = next(c for c in combos if repr(c) in seen or seen.add(repr(c)))
-        raise BadField("params", f"holds the combination {twice!r} more than once")
+    # Two values for one cell: records keyed by their parameters would keep either.
+    seen: set[str] = set()
+    for combo in combos:
+        if repr(combo) in seen:
+            raise BadField("params", f"holds the combination {combo!r} more than once")
+        seen.add(repr(combo))
     # The raw stored list (asv's accessors zip it against the parameter
     # product and would silently truncate a malformed row).
     raw = asv_compat.result_raw_values(res, name)
